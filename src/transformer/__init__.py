@@ -1,0 +1,21 @@
+"""The Transformer, built chapter by chapter.
+
+Every module but this one is generated from a chapter notebook (its header names the notebook to
+edit). This file is the public surface: what a reader imports.
+"""
+__version__ = "0.1.0"
+
+from transformer.attention import attention
+from transformer.decoder import Decoder, DecoderLayer
+from transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
+from transformer.encoder import Encoder, EncoderLayer, FeedForward
+from transformer.masking import causal_mask, padding_mask
+from transformer.model import Transformer, TransformerConfig
+from transformer.multihead import MultiHeadAttention
+
+__all__ = [
+    "attention", "MultiHeadAttention", "causal_mask", "padding_mask",
+    "sinusoidal_positional_encoding", "TokenEmbedding", "PositionalEncoding",
+    "FeedForward", "EncoderLayer", "Encoder", "DecoderLayer", "Decoder",
+    "TransformerConfig", "Transformer",
+]
