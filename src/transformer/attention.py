@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['attention']
 
-# %% ../../notebooks/02_attention.ipynb #c372fc3b
+# %% ../../notebooks/02_attention.ipynb #10e78563
 import math
 
 import torch
