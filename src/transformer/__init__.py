@@ -6,16 +6,21 @@ edit). This file is the public surface: what a reader imports.
 __version__ = "0.1.0"
 
 from transformer.attention import attention
+from transformer.data import (Batch, TokenBudgetBatchSampler, TranslationDataset, collate, load_multi30k,
+                              load_parallel, load_tatoeba, load_tsv)
 from transformer.decoder import Decoder, DecoderLayer
 from transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
 from transformer.encoder import Encoder, EncoderLayer, FeedForward
 from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
+from transformer.tokenizer import Tokenizer, train_tokenizer
 
 __all__ = [
     "attention", "MultiHeadAttention", "causal_mask", "padding_mask",
     "sinusoidal_positional_encoding", "TokenEmbedding", "PositionalEncoding",
     "FeedForward", "EncoderLayer", "Encoder", "DecoderLayer", "Decoder",
     "TransformerConfig", "Transformer",
+    "load_multi30k", "load_tatoeba", "load_parallel", "load_tsv", "TranslationDataset",
+    "TokenBudgetBatchSampler", "Batch", "collate", "Tokenizer", "train_tokenizer",
 ]

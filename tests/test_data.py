@@ -1,0 +1,590 @@
+"""Tests for transformer.data: real corpora and their split sizes, bad input, offline downloads, batching."""
+import gzip
+import hashlib
+import logging
+import pickle
+import urllib.error
+import urllib.request
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader
+
+import transformer.data as data
+from transformer.data import (
+    MULTI30K_SHA256, MULTI30K_SPLITS, Batch, ChecksumError, CorpusFormatError, CorpusNotFoundError,
+    TokenBudgetBatchSampler, TranslationDataset, collate, data_search_path, default_data_dir, download_file,
+    fetch_file, load_multi30k, load_parallel, load_tatoeba, load_tsv, read_lines, split_pairs,
+)
+from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, train_tokenizer
+
+TINY = Path(__file__).parent / "data"
+MULTI30K_SIZES = {"train": 29_000, "val": 1_014, "test_2016_flickr": 1_000, "test_2017_flickr": 1_000,
+                  "test_2018_flickr": 1_071}
+TATOEBA_SIZES = {"train": 25_328, "val": 1_378, "test": 1_388}  # seed 0, 5 % + 5 % of English sentences
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Every test runs offline: only file:// URLs may be opened."""
+    real = urllib.request.urlopen
+
+    def guarded(request, *args, **kwargs):
+        url = request.full_url if isinstance(request, urllib.request.Request) else request
+        if not url.startswith("file:"):
+            raise AssertionError(f"a test tried to reach the network: {url}")
+        return real(request, *args, **kwargs)
+
+    monkeypatch.setattr(urllib.request, "urlopen", guarded)
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """Make every download fail the way it does on a machine without network."""
+    def refuse(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(urllib.request, "urlopen", refuse)
+
+
+@pytest.fixture
+def no_checkout(monkeypatch):
+    """Pretend the package is installed, not run from a checkout beside ../shared/data."""
+    monkeypatch.setattr(data, "_checkout_data_dir", lambda: None)
+
+
+@pytest.fixture(scope="module")
+def tiny_tok(tmp_path_factory):
+    sentences = [s for pair in load_parallel(TINY / "tiny.de", TINY / "tiny.en") for s in pair]
+    return train_tokenizer(sentences * 3, tmp_path_factory.mktemp("tok") / "tiny", vocab_size=90)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --- the real corpora -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("split", MULTI30K_SPLITS)
+def test_multi30k_split_sizes_are_the_published_ones(shared_data, split):
+    pairs = load_multi30k(split, root=shared_data)
+    assert len(pairs) == MULTI30K_SIZES[split]
+    assert all(de and en for de, en in pairs)
+
+
+def test_multi30k_pairs_are_german_english_and_can_be_reversed(shared_data):
+    de_en = load_multi30k("train", root=shared_data)
+    assert de_en[0] == ("Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
+                        "Two young, White males are outside near many bushes.")
+    en_de = load_multi30k("train", root=shared_data, src_lang="en", tgt_lang="de")
+    assert en_de == [(en, de) for de, en in de_en]
+
+
+def test_multi30k_checksums_in_the_module_match_the_course_copy(shared_data):
+    sums = dict(reversed(line.split()) for line in (shared_data / "SHA256SUMS").read_text().splitlines() if line)
+    assert {f"multi30k/{name}": value for name, value in MULTI30K_SHA256.items()} == {
+        k: v for k, v in sums.items() if k.startswith("multi30k/")}
+    for name, value in MULTI30K_SHA256.items():
+        assert sha256(shared_data / "multi30k" / name) == value
+
+
+def test_multi30k_rejects_unknown_split_and_identical_languages(shared_data):
+    with pytest.raises(ValueError, match="test_2016_flickr"):
+        load_multi30k("test", root=shared_data)
+    with pytest.raises(ValueError, match="two languages"):
+        load_multi30k("val", root=shared_data, src_lang="en", tgt_lang="en")
+
+
+def test_multi30k_language_without_checksum_is_never_downloaded(shared_data, tmp_path):
+    with pytest.raises(CorpusNotFoundError, match="no checksum is known for val.fr.gz"):
+        load_multi30k("val", root=tmp_path, src_lang="fr", tgt_lang="en")
+    assert not any(tmp_path.rglob("*.gz"))
+
+
+def test_tatoeba_split_sizes(shared_data):
+    sizes = {split: len(load_tatoeba(split, root=shared_data)) for split in TATOEBA_SIZES}
+    assert sizes == TATOEBA_SIZES
+    assert sum(sizes.values()) == 28_094
+    assert load_tatoeba("valid", root=shared_data) == load_tatoeba("val", root=shared_data)
+
+
+def test_tatoeba_no_english_sentence_is_in_two_splits(shared_data):
+    english = {split: {en for en, _ in load_tatoeba(split, root=shared_data)} for split in TATOEBA_SIZES}
+    assert not english["train"] & english["val"]
+    assert not english["train"] & english["test"]
+    assert not english["val"] & english["test"]
+
+
+def test_tatoeba_pairs_are_english_chinese_without_byte_order_mark(shared_data):
+    train = load_tatoeba("train", root=shared_data)
+    assert train[:2] == [("Hi.", "嗨。"), ("Hi.", "你好。")]  # the file starts with U+FEFF
+
+
+def test_tatoeba_trailing_blank_line_is_counted_and_reported(shared_data, caplog):
+    with caplog.at_level(logging.WARNING, logger="transformer.data"):
+        load_tatoeba("test", root=shared_data)
+    assert "1 of 28095 lines are blank or have an empty side (line 28095)" in caplog.text
+
+
+def test_tatoeba_split_changes_with_the_seed_and_still_covers_every_pair(shared_data):
+    seed0 = load_tatoeba("test", root=shared_data, seed=0)
+    seed1 = load_tatoeba("test", root=shared_data, seed=1)
+    assert seed0 != seed1
+    total = sum(len(load_tatoeba(s, root=shared_data, seed=1)) for s in TATOEBA_SIZES)
+    assert total == 28_094
+
+
+def test_tatoeba_rejects_unknown_split(shared_data):
+    with pytest.raises(ValueError, match="'train', 'val'"):
+        load_tatoeba("dev", root=shared_data)
+
+
+def test_shared_data_files_match_their_published_checksums(shared_data):
+    for line in (shared_data / "SHA256SUMS").read_text().splitlines():
+        value, name = line.split()
+        assert sha256(shared_data / name) == value, name
+
+
+# --- where files come from, and downloads (all offline) --------------------------------------------
+
+def test_present_files_never_touch_the_network(shared_data, monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("network used although the files are present")
+
+    monkeypatch.setattr(urllib.request, "urlopen", fail)
+    assert len(load_multi30k("val", root=shared_data)) == 1_014
+    monkeypatch.setenv(data.DATA_ENV_VAR, str(shared_data))
+    assert len(load_multi30k("val")) == 1_014
+    assert len(load_tatoeba("val")) == TATOEBA_SIZES["val"]
+
+
+def test_default_data_dir_is_env_var_then_xdg_cache_then_home_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv(data.DATA_ENV_VAR, str(tmp_path / "env"))
+    assert default_data_dir() == tmp_path / "env"
+    monkeypatch.delenv(data.DATA_ENV_VAR)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_data_dir() == tmp_path / "xdg" / "transformer"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_data_dir() == tmp_path / "home" / ".cache" / "transformer"
+
+
+def test_search_path_is_root_alone_or_env_checkout_cache(monkeypatch, tmp_path):
+    assert data_search_path(tmp_path) == [tmp_path]
+    monkeypatch.setenv(data.DATA_ENV_VAR, str(tmp_path / "env"))
+    monkeypatch.setattr(data, "_checkout_data_dir", lambda: tmp_path / "shared")
+    assert data_search_path() == [tmp_path / "env", tmp_path / "shared"]
+    monkeypatch.delenv(data.DATA_ENV_VAR)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert data_search_path() == [tmp_path / "shared", tmp_path / "xdg" / "transformer"]
+
+
+def test_checkout_data_dir_finds_the_course_copy(shared_data):
+    assert data._checkout_data_dir() == shared_data.resolve()
+
+
+def test_download_writes_the_verified_file(tmp_path):
+    source = tmp_path / "src.bin"
+    source.write_bytes(b"x" * 3_000_000)  # more than one 1 MiB chunk
+    dest = download_file(source.as_uri(), tmp_path / "out" / "file.bin", sha256=sha256(source))
+    assert dest.read_bytes() == source.read_bytes()
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["file.bin"]
+
+
+def test_download_with_wrong_checksum_leaves_nothing_behind(tmp_path):
+    source = tmp_path / "src.bin"
+    source.write_bytes(b"payload")
+    (tmp_path / "out").mkdir()
+    with pytest.raises(ChecksumError, match="expected 0000"):
+        download_file(source.as_uri(), tmp_path / "out" / "file.bin", sha256="0" * 64)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_download_keeps_the_old_file_when_the_new_one_is_bad(tmp_path):
+    good = tmp_path / "out" / "file.bin"
+    good.parent.mkdir()
+    good.write_bytes(b"old, verified")
+    source = tmp_path / "src.bin"
+    source.write_bytes(b"new, corrupt")
+    with pytest.raises(ChecksumError):
+        download_file(source.as_uri(), good, sha256=sha256(good))
+    assert good.read_bytes() == b"old, verified"
+
+
+def test_missing_multi30k_is_downloaded_verified_and_then_read_from_disk(shared_data, tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "MULTI30K_URL", (shared_data / "multi30k").as_uri() + "/{name}")
+    pairs = load_multi30k("val", root=tmp_path)
+    assert len(pairs) == 1_014
+    assert sha256(tmp_path / "multi30k" / "val.de.gz") == MULTI30K_SHA256["val.de.gz"]
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("downloaded twice"))
+    assert load_multi30k("val", root=tmp_path) == pairs
+
+
+def test_missing_corpus_goes_to_the_cache_when_no_root_is_given(shared_data, tmp_path, monkeypatch, no_checkout):
+    monkeypatch.setattr(data, "MULTI30K_URL", (shared_data / "multi30k").as_uri() + "/{name}")
+    monkeypatch.delenv(data.DATA_ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert len(load_multi30k("test_2017_flickr")) == 1_000
+    assert (tmp_path / "transformer" / "multi30k" / "test_2017_flickr.en.gz").is_file()
+
+
+def test_corrupt_multi30k_download_is_rejected(shared_data, tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "MULTI30K_URL", (shared_data / "multi30k" / "val.en.gz").as_uri())  # wrong file
+    with pytest.raises(ChecksumError, match="val.de.gz"):
+        load_multi30k("val", root=tmp_path)
+    assert not any(p.is_file() for p in tmp_path.rglob("*"))
+
+
+def test_missing_corpus_while_offline_is_a_clear_error(tmp_path, offline, no_checkout, monkeypatch):
+    monkeypatch.setenv(data.DATA_ENV_VAR, str(tmp_path / "cache"))
+    with pytest.raises(CorpusNotFoundError) as info:
+        load_multi30k("train")
+    message = str(info.value)
+    assert "multi30k/train.de.gz is not in" in message and str(tmp_path / "cache") in message
+    assert data.MULTI30K_URL.format(name="train.de.gz") in message
+    assert "Temporary failure in name resolution" in message and "offline" in message
+    assert data.DATA_ENV_VAR in message
+    assert isinstance(info.value, FileNotFoundError)
+    assert info.value.__cause__ is None and info.value.__suppress_context__  # no library traceback chained
+    with pytest.raises(CorpusNotFoundError, match="tatoeba/cmn-eng.tsv"):
+        load_tatoeba("train")
+
+
+def test_download_false_fails_without_trying(tmp_path, monkeypatch):
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("tried to download"))
+    with pytest.raises(CorpusNotFoundError, match="not to be downloaded"):
+        load_multi30k("val", root=tmp_path, download=False)
+
+
+def test_fetch_file_accepts_a_flat_folder(tmp_path):
+    (tmp_path / "val.de.gz").write_bytes(b"")
+    assert fetch_file("multi30k/val.de.gz", "file:///nowhere", root=tmp_path) == tmp_path / "val.de.gz"
+
+
+def _zip(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, content in members.items():
+            zf.writestr(name, content)
+    return path
+
+
+def test_missing_tatoeba_is_extracted_from_the_zip(tmp_path, monkeypatch):
+    archive = _zip(tmp_path / "cmn-eng.zip", {"cmn.txt": (TINY / "tiny.tsv").read_bytes(), "_about.txt": b"about"})
+    monkeypatch.setattr(data, "TATOEBA_URL", archive.as_uri())
+    root = tmp_path / "data"
+    pairs = [p for split in ("train", "val", "test") for p in load_tatoeba(split, root=root)]
+    assert sorted(pairs) == sorted(load_tsv(TINY / "tiny.tsv"))
+    assert sorted(p.name for p in (root / "tatoeba").iterdir()) == ["cmn-eng.tsv"]  # zip and temporaries gone
+
+
+@pytest.mark.parametrize("members, error", [({"other.txt": b"x"}, "not the expected cmn.txt"),
+                                            ({"cmn.txt": b"Hi.\t\xe4\xbd\nBye.\tx\n"}, "not valid UTF-8"),
+                                            ({"cmn.txt": b"only one column\n"}, "1 tab-separated field")])
+def test_malformed_tatoeba_download_is_refused_and_not_installed(tmp_path, monkeypatch, members, error):
+    monkeypatch.setattr(data, "TATOEBA_URL", _zip(tmp_path / "bad.zip", members).as_uri())
+    with pytest.raises(CorpusFormatError, match=error):
+        load_tatoeba("train", root=tmp_path / "data")
+    assert not any(p.is_file() for p in (tmp_path / "data").rglob("*"))
+
+
+# --- reading files: every bad input -----------------------------------------------------------------
+
+def test_load_parallel_reads_aligned_files():
+    pairs = load_parallel(TINY / "tiny.de", TINY / "tiny.en")
+    assert len(pairs) == 6
+    assert pairs[0] == ("Ein Hund rennt über die Wiese.", "A dog runs across the meadow.")
+
+
+def test_files_with_different_line_counts_are_an_error(tmp_path):
+    (tmp_path / "x.de").write_text("a\nb\nc\n", encoding="utf-8")
+    (tmp_path / "x.en").write_text("a\nb\n", encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"x.de has 3 lines but .*x.en has 2: .*aligned line by line"):
+        load_parallel(tmp_path / "x.de", tmp_path / "x.en")
+
+
+def test_non_utf8_bytes_are_an_error_naming_file_and_line(tmp_path):
+    (tmp_path / "x.de").write_bytes("Ein Hund.\nSchöne Blumen.\n".encode("latin-1"))
+    (tmp_path / "x.en").write_text("A dog.\nNice flowers.\n", encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"x.de, line 2: byte 0xf6 is not valid UTF-8; re-encode"):
+        load_parallel(tmp_path / "x.de", tmp_path / "x.en")
+    with pytest.raises(ValueError):  # CorpusFormatError is a ValueError
+        read_lines(tmp_path / "x.de")
+
+
+def test_empty_lines_are_skipped_counted_and_reported(tmp_path, caplog):
+    (tmp_path / "x.de").write_text("Ein Hund.\n\nZwei Vögel.\n   \nEin Baum.\n", encoding="utf-8")
+    (tmp_path / "x.en").write_text("A dog.\nA cat.\nTwo birds.\nA fish.\n\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="transformer.data"):
+        pairs = load_parallel(tmp_path / "x.de", tmp_path / "x.en")
+    assert pairs == [("Ein Hund.", "A dog."), ("Zwei Vögel.", "Two birds.")]
+    assert "3 of 5 lines are blank or have an empty side (line 2, 4, 5)" in caplog.text
+    assert "2 pairs remain" in caplog.text
+
+
+def test_empty_lines_can_be_made_an_error(tmp_path):
+    (tmp_path / "x.de").write_text("Ein Hund.\n\n", encoding="utf-8")
+    (tmp_path / "x.en").write_text("A dog.\nA cat.\n", encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"1 of 2 lines .* \(line 2\)"):
+        load_parallel(tmp_path / "x.de", tmp_path / "x.en", on_empty="error")
+    with pytest.raises(ValueError, match="on_empty"):
+        load_parallel(tmp_path / "x.de", tmp_path / "x.en", on_empty="ignore")
+
+
+def test_many_empty_lines_are_summarised(tmp_path, caplog):
+    (tmp_path / "x.de").write_text("\n" * 7 + "Ein Hund.\n", encoding="utf-8")
+    (tmp_path / "x.en").write_text("x\n" * 7 + "A dog.\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="transformer.data"):
+        assert load_parallel(tmp_path / "x.de", tmp_path / "x.en") == [("Ein Hund.", "A dog.")]
+    assert "7 of 8 lines" in caplog.text and "(line 1, 2, 3, 4, 5, ...)" in caplog.text
+
+
+def test_lines_break_only_at_newline(tmp_path):
+    (tmp_path / "x.de").write_text("Satz\u2028mit Trenner\x0b.\r\nZweiter\x1cSatz.\n", encoding="utf-8")
+    (tmp_path / "x.en").write_text("Sentence one.\nSentence two.\n", encoding="utf-8")
+    pairs = load_parallel(tmp_path / "x.de", tmp_path / "x.en")
+    assert [de for de, _ in pairs] == ["Satz\u2028mit Trenner\x0b.", "Zweiter\x1cSatz."]
+
+
+def test_byte_order_mark_and_crlf_are_removed_and_gzip_is_read(tmp_path):
+    with gzip.open(tmp_path / "x.txt.gz", "wb") as f:
+        f.write("\ufeffErste Zeile\r\nZweite Zeile\r\n".encode("utf-8"))
+    assert read_lines(tmp_path / "x.txt.gz") == ["Erste Zeile", "Zweite Zeile"]
+
+
+def test_broken_gzip_and_missing_file_are_clear_errors(tmp_path):
+    (tmp_path / "x.gz").write_bytes(b"not gzip")
+    with pytest.raises(CorpusFormatError, match="not a valid gzip file"):
+        read_lines(tmp_path / "x.gz")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        read_lines(tmp_path / "missing.txt")
+
+
+def test_load_tsv_reads_columns_and_keeps_quotes():
+    pairs = load_tsv(TINY / "tiny.tsv")
+    assert pairs[2] == ('He said "no".', '他说"不"。')
+    assert load_tsv(TINY / "tiny.tsv", src_col=1, tgt_col=0) == [(b, a) for a, b in pairs]
+    assert load_tsv(TINY / "tiny.tsv", src_col=0, tgt_col=2)[0][1].startswith("CC-BY 2.0")
+
+
+def test_load_tsv_row_without_the_column_is_an_error_with_its_line(tmp_path):
+    (tmp_path / "x.tsv").write_text("a\tb\nc d\n", encoding="utf-8")
+    with pytest.raises(CorpusFormatError, match=r"x.tsv, line 2: 1 tab-separated field"):
+        load_tsv(tmp_path / "x.tsv")
+    with pytest.raises(ValueError, match="two different columns"):
+        load_tsv(tmp_path / "x.tsv", src_col=1, tgt_col=1)
+
+
+def test_load_tsv_blank_lines_and_empty_fields_are_reported(tmp_path, caplog):
+    (tmp_path / "x.tsv").write_text("a\tb\n\nc\t\n\td\ne\tf\n\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="transformer.data"):
+        assert load_tsv(tmp_path / "x.tsv") == [("a", "b"), ("e", "f")]
+    assert "4 of 6 lines are blank or have an empty side (line 2, 3, 4, 6)" in caplog.text
+
+
+# --- splitting ------------------------------------------------------------------------------------
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=6), st.text(min_size=1, max_size=6)), max_size=60),
+       st.integers(0, 3))
+def test_split_pairs_partitions_by_key_and_is_stable(pairs, seed):
+    splits = split_pairs(pairs, seed=seed, val_fraction=0.2, test_fraction=0.2)
+    assert Counter(p for part in splits.values() for p in part) == Counter(pairs)
+    where = {}
+    for name, part in splits.items():
+        for src, _ in part:
+            assert where.setdefault(src, name) == name  # one split per source sentence
+    half = split_pairs(pairs[: len(pairs) // 2], seed=seed, val_fraction=0.2, test_fraction=0.2)
+    for name, part in half.items():  # a sentence's split does not depend on the rest of the corpus
+        assert all(where[src] == name for src, _ in part)
+
+
+def test_split_pairs_fractions_are_about_right_and_validated():
+    pairs = [(f"sentence {i}", f"Satz {i}") for i in range(20_000)]
+    sizes = {k: len(v) for k, v in split_pairs(pairs, val_fraction=0.05, test_fraction=0.1).items()}
+    assert abs(sizes["val"] - 1_000) < 150 and abs(sizes["test"] - 2_000) < 200
+    with pytest.raises(ValueError, match="sum to < 1"):
+        split_pairs(pairs, val_fraction=0.5, test_fraction=0.5)
+
+
+# --- dataset ----------------------------------------------------------------------------------------
+
+def test_dataset_items_are_token_ids_without_bos_or_eos(tiny_tok):
+    pairs = load_parallel(TINY / "tiny.de", TINY / "tiny.en")
+    ds = TranslationDataset(pairs, tiny_tok, tiny_tok, max_len=64)
+    assert len(ds) == 6 and ds.indices == list(range(6))
+    for i, (src, tgt) in enumerate(pairs):
+        assert ds[i] == (tiny_tok.encode(src), tiny_tok.encode(tgt))
+        assert ds.lengths[i] == max(len(ds[i][0]), len(ds[i][1]) + 1)
+    assert ds.skipped == {"empty": 0, "src_too_long": 0, "tgt_too_long": 0}
+
+
+def test_too_long_pairs_are_filtered_counted_and_reported(tiny_tok, caplog):
+    pairs = load_parallel(TINY / "tiny.de", TINY / "tiny.en")
+    src_lens = [len(tiny_tok.encode(s)) for s, _ in pairs]
+    tgt_lens = [len(tiny_tok.encode(t)) for _, t in pairs]
+    max_len = sorted(max(s, t + 1) for s, t in zip(src_lens, tgt_lens))[3]
+    with caplog.at_level(logging.WARNING, logger="transformer.data"):
+        ds = TranslationDataset(pairs, tiny_tok, tiny_tok, max_len=max_len)
+    keep = [i for i in range(6) if src_lens[i] <= max_len and tgt_lens[i] + 1 <= max_len]
+    assert ds.indices == keep and len(ds) == len(keep) < 6
+    assert ds.skipped["src_too_long"] == sum(s > max_len for s in src_lens)
+    assert ds.skipped["tgt_too_long"] == sum(s <= max_len and t + 1 > max_len for s, t in zip(src_lens, tgt_lens))
+    assert f"kept {len(keep)} of 6 pairs" in caplog.text and ds.report() in caplog.text
+    assert all(len(s) <= max_len and len(t) + 1 <= max_len for s, t in ds)
+
+
+def test_max_len_counts_the_bos_and_eos_of_the_target(tiny_tok):
+    src, tgt = "a", "Ein Hund rennt über die Wiese."
+    n = len(tiny_tok.encode(tgt))
+    assert len(TranslationDataset([(src, tgt)], tiny_tok, tiny_tok, max_len=n + 1)) == 1
+    assert len(TranslationDataset([(src, tgt)], tiny_tok, tiny_tok, max_len=n)) == 0
+
+
+def test_pairs_that_encode_to_nothing_are_counted(tiny_tok):
+    ds = TranslationDataset([("", "A dog."), ("Ein Hund.", "A dog.")], tiny_tok, tiny_tok, max_len=32)
+    assert len(ds) == 1 and ds.skipped["empty"] == 1
+    with pytest.raises(ValueError, match="max_len=1"):
+        TranslationDataset([], tiny_tok, tiny_tok, max_len=1)
+
+
+def test_dataset_pickles_for_worker_processes(tiny_tok):
+    ds = TranslationDataset(load_parallel(TINY / "tiny.de", TINY / "tiny.en"), tiny_tok, tiny_tok, max_len=64)
+    clone = pickle.loads(pickle.dumps(ds))
+    assert [clone[i] for i in range(len(clone))] == [ds[i] for i in range(len(ds))]
+
+
+# --- batching ---------------------------------------------------------------------------------------
+
+lengths_strategy = st.lists(st.integers(1, 40), min_size=0, max_size=300)
+
+
+@settings(max_examples=50, deadline=None)
+@given(lengths_strategy, st.integers(40, 400), st.integers(0, 5), st.booleans())
+def test_each_item_once_per_epoch_and_every_batch_within_budget(lengths, max_tokens, seed, shuffle):
+    sampler = TokenBudgetBatchSampler(lengths, max_tokens, shuffle=shuffle, seed=seed)
+    batches = list(sampler)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert all(b and len(b) * max(lengths[i] for i in b) <= max_tokens for b in batches)
+    assert len(sampler) == len(batches)
+
+
+@settings(max_examples=50, deadline=None)
+@given(lengths_strategy, st.integers(40, 400), st.integers(1, 4), st.booleans(), st.integers(0, 3))
+def test_every_rank_gets_the_same_number_of_batches(lengths, max_tokens, replicas, drop_last, epoch):
+    samplers = [TokenBudgetBatchSampler(lengths, max_tokens, seed=7, num_replicas=replicas, rank=r,
+                                        drop_last=drop_last) for r in range(replicas)]
+    for s in samplers:
+        s.set_epoch(epoch)
+    shards = [list(s) for s in samplers]
+    assert len({len(shard) for shard in shards}) == 1
+    assert all(len(s) == len(shard) for s, shard in zip(samplers, shards))
+    full = TokenBudgetBatchSampler(lengths, max_tokens, seed=7)
+    full.set_epoch(epoch)
+    everything = list(full)
+    sharded = [b for shard in shards for b in shard]
+    counts = Counter(i for b in sharded for i in b)
+    if drop_last:  # a cut, never a repeat
+        assert all(c == 1 for c in counts.values()) and len(sharded) == len(everything) // replicas * replicas
+    else:  # every item, and only the top-up batches repeat
+        assert set(counts) == set(range(len(lengths)))
+        assert len(sharded) - len(everything) == (-len(everything)) % replicas
+
+
+def test_ranks_are_disjoint_when_the_batches_divide_evenly():
+    lengths = [5] * 64  # 64 items of 5 tokens, budget 40: 8 batches of 8
+    shards = [list(TokenBudgetBatchSampler(lengths, 40, num_replicas=4, rank=r)) for r in range(4)]
+    assert [len(s) for s in shards] == [2, 2, 2, 2]
+    flat = [i for s in shards for b in s for i in b]
+    assert sorted(flat) == list(range(64))
+
+
+def test_sampler_is_deterministic_given_seed_and_epoch_and_changes_with_them():
+    lengths = [1 + (i * 7919) % 30 for i in range(500)]
+    a = TokenBudgetBatchSampler(lengths, 200, seed=3)
+    b = TokenBudgetBatchSampler(lengths, 200, seed=3)
+    assert list(a) == list(b)
+    first = list(a)
+    a.set_epoch(1)
+    assert list(a) != first and len(list(a)) == len(first)
+    assert list(TokenBudgetBatchSampler(lengths, 200, seed=4)) != first
+
+
+def test_batches_group_similar_lengths():
+    lengths = [1 + (i * 7919) % 30 for i in range(500)]
+    batches = list(TokenBudgetBatchSampler(lengths, 200, shuffle=False))
+    flat = [lengths[i] for b in batches for i in b]
+    assert flat == sorted(flat)  # without shuffling, batches come in length order
+    assert list(TokenBudgetBatchSampler(lengths, 200, shuffle=False, seed=9)) == batches
+
+
+def test_sampler_rejects_impossible_settings():
+    with pytest.raises(ValueError, match="an item has 50 tokens, more than max_tokens=40"):
+        TokenBudgetBatchSampler([3, 50], max_tokens=40)
+    with pytest.raises(ValueError, match="rank=2"):
+        TokenBudgetBatchSampler([3], max_tokens=40, num_replicas=2, rank=2)
+    with pytest.raises(ValueError, match="max_tokens=0"):
+        TokenBudgetBatchSampler([3], max_tokens=0)
+    with pytest.raises(ValueError, match="lengths must be >= 1"):
+        TokenBudgetBatchSampler([3, 0], max_tokens=10)
+    assert list(TokenBudgetBatchSampler([], max_tokens=10)) == [] and len(TokenBudgetBatchSampler([], 10)) == 0
+
+
+def test_collate_pads_and_shifts_the_target():
+    batch = collate([([5, 6, 7], [8, 9]), ([10], [11, 12, 13, 14])])
+    assert isinstance(batch, Batch)
+    assert batch.src.tolist() == [[5, 6, 7], [10, PAD_ID, PAD_ID]]  # (B, S) = (2, 3)
+    assert batch.tgt_in.tolist() == [[BOS_ID, 8, 9, PAD_ID, PAD_ID], [BOS_ID, 11, 12, 13, 14]]  # (B, T) = (2, 5)
+    assert batch.tgt_out.tolist() == [[8, 9, EOS_ID, PAD_ID, PAD_ID], [11, 12, 13, 14, EOS_ID]]
+    assert batch.src.dtype == batch.tgt_in.dtype == batch.tgt_out.dtype == torch.long
+    assert batch.num_tgt_tokens == 3 + 5 and batch.num_src_tokens == 4
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(4, 99), min_size=1, max_size=9),
+                          st.lists(st.integers(4, 99), min_size=0, max_size=9)), min_size=1, max_size=6))
+def test_collate_tgt_in_is_tgt_out_shifted_right(items):
+    batch = collate(items)
+    B, T = batch.tgt_out.shape
+    assert batch.src.shape == (B, max(len(s) for s, _ in items)) and T == max(len(t) for _, t in items) + 1
+    for b, (s, t) in enumerate(items):
+        assert batch.src[b, : len(s)].tolist() == s and (batch.src[b, len(s):] == PAD_ID).all()
+        assert batch.tgt_in[b, : len(t) + 1].tolist() == [BOS_ID, *t]
+        assert batch.tgt_out[b, : len(t) + 1].tolist() == [*t, EOS_ID]
+        assert (batch.tgt_in[b, len(t) + 1:] == PAD_ID).all() and (batch.tgt_out[b, len(t) + 1:] == PAD_ID).all()
+    assert batch.num_tgt_tokens == sum(len(t) + 1 for _, t in items)
+
+
+def test_collate_custom_pad_id_empty_batch_and_device_move():
+    batch = collate([([5], [6])], pad_id=-1)
+    assert batch.pad_id == -1 and batch.num_tgt_tokens == 2
+    moved = batch.to("cpu")
+    assert isinstance(moved, Batch) and torch.equal(moved.tgt_out, batch.tgt_out) and moved.pad_id == -1
+    with pytest.raises(ValueError, match="empty batch"):
+        collate([])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory needs CUDA")
+def test_batch_pins_memory_for_the_dataloader():
+    assert collate([([5], [6])]).pin_memory().src.is_pinned()
+
+
+def test_dataloader_with_token_budget_covers_the_real_validation_set(shared_data, tmp_path):
+    train = load_multi30k("train", root=shared_data)
+    tok = train_tokenizer([s for pair in train for s in pair], tmp_path / "de_en", vocab_size=8000)
+    ds = TranslationDataset(load_multi30k("val", root=shared_data), tok, tok, max_len=64)
+    assert len(ds) == 1_014
+    sampler = TokenBudgetBatchSampler(ds.lengths, max_tokens=1024, seed=0)
+    loader = DataLoader(ds, batch_sampler=sampler, collate_fn=collate)
+    batches = list(loader)
+    assert len(batches) == len(sampler)
+    assert sum(b.num_tgt_tokens for b in batches) == sum(len(t) + 1 for _, t in ds)
+    assert all(b.src.shape[0] * max(b.src.shape[1], b.tgt_out.shape[1]) <= 1024 for b in batches)
+    assert all((b.tgt_in[:, 0] == BOS_ID).all() for b in batches)
+    first = next(iter(DataLoader(ds, batch_sampler=TokenBudgetBatchSampler(ds.lengths, 1024, shuffle=False),
+                                 collate_fn=collate)))
+    assert tok.decode(first.tgt_out[0]) in {en for _, en in load_multi30k("val", root=shared_data)}
