@@ -1,0 +1,290 @@
+"""Properties of the assembled model (notebooks/08_transformer.ipynb): config, masks built from pad_id, tying, learning."""
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transformer.model import Transformer, TransformerConfig
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """These models are tiny: one thread is faster than two, and far faster on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@st.composite
+def configs(draw, **overrides):
+    """Small valid configurations, every switch varied."""
+    h = draw(st.sampled_from([1, 2, 4]))
+    D = h * draw(st.sampled_from([2, 4, 8]))
+    share = draw(st.booleans())
+    V_src = draw(st.integers(4, 40))
+    V_tgt = V_src if share else draw(st.integers(4, 40))
+    fields = dict(src_vocab_size=V_src, tgt_vocab_size=V_tgt, d_model=D, num_heads=h,
+                  num_encoder_layers=draw(st.integers(1, 2)), num_decoder_layers=draw(st.integers(1, 2)),
+                  d_ff=draw(st.integers(1, 32)), dropout=draw(st.sampled_from([0.0, 0.1])), max_len=16,
+                  pad_id=draw(st.integers(0, 3)), norm_first=draw(st.booleans()),
+                  tie_target_embeddings=draw(st.booleans()), share_embeddings=share)
+    fields.update(overrides)
+    return TransformerConfig(**fields)
+
+
+def random_ids(B, L, vocab_size, pad_id, lengths, generator):
+    """(B, L) ids avoiding pad_id, padded after lengths[b]."""
+    ids = torch.randint(0, vocab_size - 1, (B, L), generator=generator)
+    ids = ids + (ids >= pad_id).long()  # skip the pad id
+    ids[torch.arange(L)[None, :] >= torch.tensor(lengths)[:, None]] = pad_id
+    return ids
+
+
+def tiny(**overrides) -> TransformerConfig:
+    fields = dict(src_vocab_size=11, tgt_vocab_size=13, d_model=16, num_heads=2, num_encoder_layers=2,
+                  num_decoder_layers=2, d_ff=32, dropout=0.1, max_len=32)
+    return TransformerConfig(**{**fields, **overrides})
+
+
+# --- configuration ----------------------------------------------------------------------------------
+
+@settings(max_examples=50, deadline=None)
+@given(config=configs())
+def test_config_survives_a_json_round_trip(config):
+    text = config.to_json()
+    assert TransformerConfig.from_json(text) == config
+    assert TransformerConfig.from_dict(json.loads(text)) == config
+    assert TransformerConfig.from_dict(config.to_dict()) == config
+
+
+def test_config_from_dict_rejects_unknown_keys_and_names_them():
+    d = {**tiny().to_dict(), "num_head": 4, "layers": 2}
+    with pytest.raises(ValueError, match=r"\['layers', 'num_head'\]"):
+        TransformerConfig.from_dict(d)
+    with pytest.raises(ValueError, match="unknown"):
+        TransformerConfig.from_json(json.dumps(d))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(num_heads=3), "divisible by num_heads"),
+    (dict(d_model=6, num_heads=2), "ok"),  # valid: control case
+    (dict(d_model=14, num_heads=7), "ok"),
+    (dict(d_model=9, num_heads=3), "odd"),
+    (dict(pad_id=11), "pad_id=11"),
+    (dict(pad_id=-1), "pad_id=-1"),
+    (dict(dropout=1.0), "dropout"),
+    (dict(d_model=0), "d_model=0"),
+    (dict(num_decoder_layers=0), "num_decoder_layers=0"),
+    (dict(share_embeddings=True), "shared vocabulary"),
+])
+def test_config_rejects_inconsistent_values_with_a_message(overrides, message):
+    if message == "ok":
+        tiny(**overrides)
+        return
+    with pytest.raises(ValueError, match=message):
+        tiny(**overrides)
+
+
+# --- shapes and masks ----------------------------------------------------------------------------------
+
+@settings(max_examples=30, deadline=None)
+@given(config=configs(), B=st.integers(1, 3), S=st.integers(1, 8), T=st.integers(1, 8), seed=st.integers(0, 2**16))
+def test_shapes_of_encode_decode_and_forward_over_random_configs(config, B, S, T, seed):
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    model = Transformer(config).eval()
+    src = random_ids(B, S, config.src_vocab_size, config.pad_id, [S] * B, gen)
+    tgt = random_ids(B, T, config.tgt_vocab_size, config.pad_id, [T] * B, gen)
+    src_mask, tgt_mask = model.make_src_mask(src), model.make_tgt_mask(tgt)
+    assert src_mask.shape == (B, 1, 1, S) and tgt_mask.shape == (B, 1, T, T)
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        decoded = model.decode(tgt, memory, src_mask, tgt_mask)
+        logits = model(src, tgt)
+    assert memory.shape == (B, S, config.d_model)
+    assert decoded.shape == (B, T, config.d_model)
+    assert logits.shape == (B, T, config.tgt_vocab_size)
+    assert torch.isfinite(logits).all()
+    torch.testing.assert_close(logits, model.generator(decoded))
+
+
+def test_forward_rejects_source_and_target_batches_of_different_sizes():
+    model = Transformer(tiny())
+    with pytest.raises(ValueError, match="same B"):
+        model(torch.ones(2, 5, dtype=torch.long), torch.ones(3, 4, dtype=torch.long))
+
+
+def test_target_mask_is_causal_and_hides_target_padding():
+    model = Transformer(tiny())
+    tgt = torch.tensor([[1, 5, 6, 0]])
+    mask = model.make_tgt_mask(tgt)[0, 0]  # (T, T)
+    expected = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 0]], dtype=torch.bool)
+    assert torch.equal(mask, expected)
+
+
+@settings(max_examples=30, deadline=None)
+@given(config=configs(dropout=0.1), T=st.integers(2, 8), t=st.integers(0, 6), seed=st.integers(0, 2**16))
+def test_logits_up_to_t_do_not_change_when_target_tokens_after_t_change(config, T, t, seed):
+    t = t % (T - 1)
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    model = Transformer(config).eval()  # eval: dropout off, so any difference is a leak
+    src = random_ids(2, 5, config.src_vocab_size, config.pad_id, [5, 3], gen)
+    tgt = random_ids(2, T, config.tgt_vocab_size, config.pad_id, [T, T], gen)
+    changed = tgt.clone()
+    changed[:, t + 1:] = random_ids(2, T - t - 1, config.tgt_vocab_size, config.pad_id, [T, T], gen)
+    with torch.no_grad():
+        before, after = model(src, tgt), model(src, changed)
+    torch.testing.assert_close(after[:, :t + 1], before[:, :t + 1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(config=configs(), extra=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_appending_padding_to_the_source_changes_no_logit(config, extra, seed):
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    model = Transformer(config).eval()
+    src = random_ids(3, 6, config.src_vocab_size, config.pad_id, [6, 4, 1], gen)
+    tgt = random_ids(3, 5, config.tgt_vocab_size, config.pad_id, [5, 5, 2], gen)
+    longer = torch.cat([src, torch.full((3, extra), config.pad_id)], dim=1)
+    with torch.no_grad():
+        torch.testing.assert_close(model(longer, tgt), model(src, tgt), rtol=1e-4, atol=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(config=configs(), extra=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_appending_padding_to_the_target_changes_no_logit_at_the_real_positions(config, extra, seed):
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    model = Transformer(config).eval()
+    src = random_ids(2, 6, config.src_vocab_size, config.pad_id, [6, 2], gen)
+    tgt = random_ids(2, 4, config.tgt_vocab_size, config.pad_id, [4, 4], gen)
+    longer = torch.cat([tgt, torch.full((2, extra), config.pad_id)], dim=1)
+    with torch.no_grad():
+        torch.testing.assert_close(model(src, longer)[:, :4], model(src, tgt), rtol=1e-4, atol=1e-5)
+
+
+# --- tying, initialisation, parameter count ----------------------------------------------------------
+
+def test_tied_generator_weight_is_the_target_embedding_parameter():
+    model = Transformer(tiny(tie_target_embeddings=True))
+    assert model.generator.weight is model.tgt_embed.embedding.weight
+    # one tensor: it is listed once, and a gradient step through either use moves both
+    assert sum(p is model.generator.weight for p in model.parameters()) == 1
+    src, tgt = torch.tensor([[3, 4, 5]]), torch.tensor([[1, 6, 7]])
+    F.cross_entropy(model(src, tgt).flatten(0, 1), torch.tensor([6, 7, 2])).backward()
+    before = model.tgt_embed.embedding.weight.detach().clone()
+    torch.optim.SGD(model.parameters(), lr=0.1).step()
+    assert not torch.equal(model.tgt_embed.embedding.weight, before)
+    assert torch.equal(model.generator.weight, model.tgt_embed.embedding.weight)
+
+
+def test_untied_generator_has_its_own_weight():
+    model = Transformer(tiny(tie_target_embeddings=False))
+    assert model.generator.weight is not model.tgt_embed.embedding.weight
+    assert model.generator.weight.data_ptr() != model.tgt_embed.embedding.weight.data_ptr()
+
+
+def test_shared_embeddings_use_one_module_for_source_target_and_generator():
+    model = Transformer(tiny(tgt_vocab_size=11, share_embeddings=True))
+    assert model.src_embed is model.tgt_embed
+    assert model.generator.weight is model.src_embed.embedding.weight
+    counts = model.count_parameters()
+    assert counts["tgt_embed"] == 0 and counts["generator"] == 11  # only the bias is new
+
+
+@settings(max_examples=30, deadline=None)
+@given(config=configs())
+def test_count_parameters_counts_every_tensor_once(config):
+    model = Transformer(config)
+    counts = model.count_parameters()
+    assert counts["total"] == sum(p.numel() for p in model.parameters())
+    assert counts["total"] == sum(n for part, n in counts.items() if part != "total")
+    assert counts["positional"] == 0
+
+
+def test_paper_base_model_with_shared_37000_vocabulary_has_63_1_million_parameters():
+    base = TransformerConfig(src_vocab_size=37000, tgt_vocab_size=37000, share_embeddings=True)
+    with torch.device("meta"):  # shapes only, no memory
+        counts = Transformer(base).count_parameters()
+    D, d_ff, V = 512, 2048, 37000
+    attn, ffn, norm = 4 * (D * D + D), 2 * D * d_ff + d_ff + D, 2 * D
+    assert counts["encoder"] == 6 * (attn + ffn + 2 * norm)
+    assert counts["decoder"] == 6 * (2 * attn + ffn + 3 * norm)
+    assert counts["src_embed"] == V * D and counts["generator"] == V
+    assert counts["total"] == 63_119_496
+    assert abs(counts["total"] - 65e6) / 65e6 < 0.03  # the paper's "65 x 10^6"
+
+
+def test_matrices_start_within_the_xavier_bound_and_padding_rows_at_zero():
+    model = Transformer(tiny(pad_id=3, tie_target_embeddings=False))
+    for name, p in model.named_parameters():
+        if p.dim() == 2:
+            fan_out, fan_in = p.shape
+            assert p.abs().max() <= math.sqrt(6 / (fan_in + fan_out)) + 1e-6, name
+    assert (model.src_embed.embedding.weight[3] == 0).all()
+    assert (model.tgt_embed.embedding.weight[3] == 0).all()
+
+
+def test_a_model_rebuilt_from_json_and_state_dict_gives_the_same_logits():
+    torch.manual_seed(0)
+    model = Transformer(tiny()).eval()
+    clone = Transformer(TransformerConfig.from_json(model.config.to_json())).eval()
+    clone.load_state_dict(model.state_dict())
+    assert clone.generator.weight is clone.tgt_embed.embedding.weight  # tying survives loading
+    src, tgt = torch.tensor([[3, 4, 5, 0]]), torch.tensor([[1, 6, 7]])
+    with torch.no_grad():
+        torch.testing.assert_close(clone(src, tgt), model(src, tgt))
+
+
+# --- learning ---------------------------------------------------------------------------------------------
+
+def copy_batch(B, L, num_symbols, generator):
+    """Source "x1 .. xn #", decoder input "$ x1 .. xn", labels "x1 .. xn #", padded to L + 1."""
+    lengths = torch.randint(1, L + 1, (B,), generator=generator)
+    symbols = torch.randint(3, 3 + num_symbols, (B, L), generator=generator)
+    real = torch.arange(L)[None, :] < lengths[:, None]
+    body = symbols.where(real, PAD)
+    pad_col, rows = torch.full((B, 1), PAD), torch.arange(B)
+    src = torch.cat([body, pad_col], 1)
+    src[rows, lengths] = EOS
+    return src, torch.cat([torch.full((B, 1), BOS), body], 1), src.clone()
+
+
+def test_a_tiny_model_learns_to_copy():
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    L, num_symbols = 6, 5
+    config = TransformerConfig(src_vocab_size=3 + num_symbols, tgt_vocab_size=3 + num_symbols, d_model=32,
+                               num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=64,
+                               dropout=0.0, max_len=16, share_embeddings=True)
+    model = Transformer(config)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98))
+    for _ in range(300):
+        src, tgt_in, labels = copy_batch(32, L, num_symbols, gen)
+        loss = F.cross_entropy(model(src, tgt_in).flatten(0, 1), labels.flatten(), ignore_index=PAD)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    # greedy decoding on unseen sequences: the model's own outputs are fed back in
+    model.eval()
+    src, _, labels = copy_batch(200, L, num_symbols, torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        src_mask = model.make_src_mask(src)
+        memory = model.encode(src, src_mask)
+        ys = torch.full((200, 1), BOS)
+        for _ in range(labels.shape[1]):
+            logits = model.generator(model.decode(ys, memory, src_mask, model.make_tgt_mask(ys))[:, -1])
+            ys = torch.cat([ys, logits.argmax(-1, keepdim=True)], 1)
+    real = labels != PAD
+    accuracy = ((ys[:, 1:] == labels) & real).sum() / real.sum()
+    assert accuracy >= 0.95, f"token accuracy {accuracy:.3f} after training to copy"
