@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['attention']
 
-# %% ../../notebooks/02_attention.ipynb #10e78563
+# %% ../../notebooks/02_attention.ipynb #42e26dcb
 import math
 
 import torch
