@@ -54,17 +54,21 @@ def _checkout_data_dir() -> Path | None:
 
 
 def data_search_path(root: str | Path | None = None) -> list[Path]:
-    """The folders a loader looks in, in order: `[root]` if given, else env var, source checkout, user cache.
+    """The folders a loader looks in, in order: `[root]` if given; else `$TRANSFORMER_DATA` if set, then the
+    source checkout's `../shared/data`, then the user cache only if `$TRANSFORMER_DATA` is not set.
 
+    The variable replaces the cache (it is also where downloads go), so with it set the cache is not searched.
     Spelled out as a function so that an error message (and a curious reader) can show exactly where it looked.
     """
     if root is not None:
         return [Path(root).expanduser()]
-    dirs = [default_data_dir()] if os.environ.get(DATA_ENV_VAR) else []
+    env_set = bool(os.environ.get(DATA_ENV_VAR))
+    dirs = [default_data_dir()] if env_set else []  # $TRANSFORMER_DATA
     checkout = _checkout_data_dir()
     if checkout is not None:
         dirs.append(checkout)
-    dirs.append(default_data_dir())
+    if not env_set:
+        dirs.append(default_data_dir())  # the user cache
     return list(dict.fromkeys(dirs))  # drop repeats, keep the order
 
 # %% ../../notebooks/09_data.ipynb #d53ca267

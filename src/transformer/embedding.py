@@ -34,8 +34,11 @@ def sinusoidal_positional_encoding(max_len: int, d_model: int) -> Tensor:
 class TokenEmbedding(nn.Module):
     """Token ids (B, L) -> vectors (B, L, D): a learned lookup table, multiplied by sqrt(D).
 
-    The factor puts rows initialised at scale 1/sqrt(D) (Xavier, or tied with the output projection)
-    on the same scale as the positional encoding, so that neither drowns the other in the sum.
+    The factor lifts rows whose entries are of size about 1/sqrt(D) (what a table tied with the output
+    projection wants) to entries of size about 1, the scale of the positional encoding, so that neither
+    drowns the other in the sum. It assumes such a small init: with the model's Xavier init (entries of
+    size sqrt(2/(V+D)), smaller still) the scaled rows stay within a small factor of the encoding, while
+    nn.Embedding's default N(0, 1) init would give rows of length about D, far longer than the encoding.
     """
 
     def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = None):

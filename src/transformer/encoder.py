@@ -47,8 +47,8 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         if self.norm_first:  # pre-norm: x + Sublayer(LN(x))
-            h = self.norm1(x)  # (B, S, D)
-            x = x + self.dropout(self.self_attn(h, h, h, mask))  # (B, S, D)
+            x_norm = self.norm1(x)  # (B, S, D)
+            x = x + self.dropout(self.self_attn(x_norm, x_norm, x_norm, mask))  # (B, S, D)
             return x + self.dropout(self.feed_forward(self.norm2(x)))  # (B, S, D)
         # post-norm, as in the paper: LN(x + Sublayer(x))
         x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))  # (B, S, D)
