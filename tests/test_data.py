@@ -185,7 +185,7 @@ def test_search_path_is_root_alone_or_env_checkout_cache(monkeypatch, tmp_path):
 
 
 def test_checkout_data_dir_finds_the_course_copy(shared_data):
-    assert data._checkout_data_dir() == shared_data.resolve()
+    assert data._checkout_data_dir().resolve() == shared_data.resolve()
 
 
 def test_download_writes_the_verified_file(tmp_path):
