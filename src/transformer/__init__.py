@@ -15,6 +15,7 @@ from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
 from transformer.tokenizer import Tokenizer, train_tokenizer
+from transformer.train import TrainConfig, label_smoothed_loss, load_checkpoint, train
 
 __all__ = [
     "attention", "MultiHeadAttention", "causal_mask", "padding_mask",
@@ -23,4 +24,5 @@ __all__ = [
     "TransformerConfig", "Transformer",
     "load_multi30k", "load_tatoeba", "load_parallel", "load_tsv", "TranslationDataset",
     "TokenBudgetBatchSampler", "Batch", "collate", "Tokenizer", "train_tokenizer",
+    "TrainConfig", "train", "load_checkpoint", "label_smoothed_loss",
 ]

@@ -1,0 +1,341 @@
+"""Training: the loss, the schedule, configs, checkpoints, exact resume, DDP, and every bad input.
+
+The runs use `configs/tiny.toml` (a 1+1-layer model on 400 Multi30k pairs: seconds on a CPU), in
+float32 on the CPU, so "the same" means bitwise the same unless a tolerance is stated.
+"""
+import dataclasses
+import json
+import math
+import os
+import pickle
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load_file
+
+import transformer.train as train_module
+from transformer.data import CorpusNotFoundError, collate
+from transformer.model import Transformer, TransformerConfig
+from transformer.train import (InverseSqrtSchedule, NonFiniteLossError, TrainConfig, inverse_sqrt_lr,
+                               label_smoothed_loss, latest_checkpoint, load_checkpoint, load_training_state,
+                               read_metrics, save_training_state, smoothed_targets, train, train_step)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "tiny.toml"
+
+
+def tiny(tmp_path: Path, name: str = "run", **changes) -> TrainConfig:
+    """configs/tiny.toml on the CPU, quiet, writing under tmp_path; `optim__epochs=3` sets optim.epochs."""
+    config = TrainConfig.from_toml(TINY)
+    config.out_dir, config.device, config.progress, config.tensorboard = str(tmp_path / name), "cpu", False, False
+    for key, value in changes.items():
+        section, _, field = key.rpartition("__")
+        target = getattr(config, section) if section else config
+        if isinstance(target, dict):
+            target[field] = value
+        else:
+            setattr(target, field, value)
+    config.validate()
+    return config
+
+
+def weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(latest_checkpoint(Path(run_dir) / "checkpoints") / "model.safetensors"))
+
+
+# ---------------------------------------------------------------- the loss and the schedule
+
+@settings(max_examples=30, deadline=None)
+@given(B=st.integers(1, 3), T=st.integers(1, 5), V=st.integers(5, 12), eps=st.floats(0.0, 0.5), seed=st.integers(0, 999))
+def test_label_smoothed_loss_equals_cross_entropy_against_the_explicit_smoothed_targets(B, T, V, eps, seed):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(B, T, V, generator=g, dtype=torch.float64)
+    target = torch.randint(0, V, (B, T), generator=g)  # some targets are padding (id 0)
+    loss, nll, n = label_smoothed_loss(logits, target, eps, pad_id=0)
+    q = smoothed_targets(target.reshape(-1), V, eps, pad_id=0).double()  # (B*T, V)
+    expected = -(q * torch.log_softmax(logits.reshape(-1, V), -1)).sum()
+    torch.testing.assert_close(loss.double(), expected, rtol=1e-6, atol=1e-9)
+    assert n.item() == (target != 0).sum().item()
+    torch.testing.assert_close(nll.double(), F.cross_entropy(logits.reshape(-1, V), target.reshape(-1),
+                                                             ignore_index=0, reduction="sum"), rtol=1e-6, atol=1e-9)
+
+
+def test_smoothed_targets_are_distributions_that_never_put_mass_on_padding():
+    target = torch.tensor([5, 0, 2])
+    q = smoothed_targets(target, vocab_size=8, smoothing=0.1, pad_id=0)
+    torch.testing.assert_close(q.sum(-1), torch.tensor([1.0, 0.0, 1.0]))
+    assert (q[:, 0] == 0).all()
+    assert q[0, 5] == pytest.approx(0.9 + 0.1 / 7) and q[0, 3] == pytest.approx(0.1 / 7)
+
+
+def test_without_smoothing_the_loss_is_zero_exactly_when_the_model_is_certain_and_right():
+    target = torch.tensor([[4, 2, 0]])
+    logits = torch.full((1, 3, 6), -1e4)
+    logits[0, 0, 4] = logits[0, 1, 2] = logits[0, 2, 1] = 0.0
+    loss, _, n = label_smoothed_loss(logits, target, smoothing=0.0, pad_id=0)
+    assert loss.item() == 0.0 and n.item() == 2
+
+
+def test_schedule_rises_linearly_peaks_at_warmup_then_decays_as_inverse_sqrt():
+    D, W = 512, 4000
+    lr = [inverse_sqrt_lr(s, D, W) for s in range(1, 3 * W)]
+    assert max(range(len(lr)), key=lr.__getitem__) + 1 == W
+    assert lr[W - 1] == pytest.approx(D ** -0.5 * W ** -0.5)
+    assert lr[99] == pytest.approx(100 * lr[0])  # linear warm-up
+    assert lr[4 * W - 1 - 2 * W] == pytest.approx(lr[W - 1] * math.sqrt(W / (2 * W)))  # 1/sqrt(step) after it
+    # LambdaLR multiplies base lr 1 by the schedule, counting steps taken from 0
+    assert InverseSqrtSchedule(D, W)(0) == inverse_sqrt_lr(1, D, W)
+
+
+# ---------------------------------------------------------------- configuration
+
+def test_every_shipped_config_loads():
+    names = sorted(p.name for p in (ROOT / "configs").glob("*.toml"))
+    assert {"tiny.toml", "multi30k-small.toml", "multi30k-base.toml", "tatoeba-en-zh-small.toml"} <= set(names)
+    for name in names:
+        config = TrainConfig.from_toml(ROOT / "configs" / name)
+        assert TrainConfig.from_json(config.to_json()) == config
+
+
+@pytest.mark.parametrize("text, message", [
+    ("learning_rate = 1.0", r"unknown setting\(s\) \['learning_rate'\] at the top level"),
+    ("[optim]\nlr = 0.1", r"unknown setting\(s\) \['lr'\] in \[optim\]; the known settings there are \[.*'lr_factor'"),
+    ("[model]\nlayers = 6", r"unknown setting 'layers' in \[model\]"),
+    ("[model]\nsrc_vocab_size = 100", r"\[model\] src_vocab_size is set from the tokenizer"),
+    ("[optim]\nepochs = 'ten'", r"optim.epochs must be int, got 'ten'"),
+    ("[data]\ncorpus = 'wmt14'", r"data.corpus='wmt14' must be one of"),
+    ("[optim]\nlabel_smoothing = 1.5", r"label_smoothing=1.5 must be in \[0, 1\)"),
+    ("name = 'x'\n[data", r"is not valid TOML"),
+])
+def test_bad_config_files_are_rejected_with_a_message_that_names_the_setting(tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        TrainConfig.from_toml(path)
+
+
+# ---------------------------------------------------------------- training, checkpoints, resume
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory, shared_data):
+    """configs/tiny.toml trained without interruption, with a checkpoint every 5 steps."""
+    config = tiny(tmp_path_factory.mktemp("reference"), save_every=5)
+    return config, train(config)
+
+
+def test_tiny_trains_and_its_loss_falls(reference_run):
+    config, result = reference_run
+    steps = [r for r in read_metrics(config.out_dir) if r["kind"] == "step"]
+    assert result.step == len(steps) > 10
+    first, last = steps[0]["loss"], sum(r["loss"] for r in steps[-5:]) / 5
+    assert last < first - 0.3, (first, last)
+    assert result.history[-1]["valid_loss"] < result.history[0]["valid_loss"]
+    assert [h["epoch"] for h in result.history] == [1, 2]
+
+
+def test_a_checkpoint_holds_weights_configs_tokenizer_and_state_and_loads_without_unpickling(reference_run, monkeypatch):
+    config, result = reference_run
+    names = {p.name for p in result.checkpoint.iterdir()}
+    assert names == {"model.safetensors", "model_config.json", "train_config.json", "tokenizer.model",
+                     "training_state.json", "training_state.safetensors"}
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a checkpoint must load without pickle")
+    for module, name in ((pickle, "load"), (pickle, "loads"), (torch, "load")):
+        monkeypatch.setattr(module, name, refuse)
+    ckpt = load_checkpoint(config.out_dir)
+    state = load_training_state(result.checkpoint)
+    assert ckpt.path == result.checkpoint and ckpt.train_config == config and not ckpt.model.training
+    assert state["step"] == result.step and state["epoch"] == 2 and state["batch"] == 0
+    assert set(state["optimizer"]["state"]) == set(range(len(list(ckpt.model.parameters()))))
+    src = torch.tensor([ckpt.src_tokenizer.encode("Ein Hund läuft.")])
+    assert ckpt.model(src, torch.tensor([[2]])).shape == (1, 1, ckpt.tgt_tokenizer.vocab_size)
+
+
+def test_training_state_round_trips_exactly_through_json_and_safetensors(tmp_path):
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, InverseSqrtSchedule(8, 4))
+    model(torch.randn(5, 3)).sum().backward()
+    opt.step(), sched.step()
+    state = {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": [{"cpu": torch.get_rng_state()}],
+             "best": math.inf, "pair": (1, "a")}
+    save_training_state(state, tmp_path)
+    back = load_training_state(tmp_path)
+    assert back["optimizer"]["param_groups"] == state["optimizer"]["param_groups"]  # betas stay a tuple
+    for i, s in state["optimizer"]["state"].items():
+        for k, v in s.items():
+            assert torch.equal(back["optimizer"]["state"][i][k], v)
+    assert back["scheduler"] == state["scheduler"] and back["pair"] == (1, "a") and back["best"] == math.inf
+    assert torch.equal(back["rng"][0]["cpu"], state["rng"][0]["cpu"])
+
+
+class Killed(Exception):
+    """Stands for the process being killed in the middle of a step."""
+
+
+def test_a_run_killed_mid_epoch_and_resumed_ends_with_exactly_the_weights_of_an_uninterrupted_run(
+        reference_run, tmp_path, monkeypatch):
+    config, result = reference_run
+    total = result.step
+    kill_at = total * 3 // 4 + 1  # in the second epoch, between two checkpoints (every 5 steps)
+    kill_at += kill_at % 5 == 0
+    interrupted = dataclasses.replace(config, out_dir=str(tmp_path / "interrupted"))
+    real_step, calls = train_module.train_step, []
+
+    def dying_step(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == kill_at:
+            raise Killed
+        return real_step(*args, **kwargs)
+    monkeypatch.setattr(train_module, "train_step", dying_step)
+    with pytest.raises(Killed):
+        train(interrupted)
+    monkeypatch.setattr(train_module, "train_step", real_step)
+    resumed_from = latest_checkpoint(tmp_path / "interrupted" / "checkpoints")
+    state = load_training_state(resumed_from)
+    assert state["step"] < kill_at and state["epoch"] == 1 and state["batch"] > 0  # resumes in the middle of epoch 2
+
+    end = train(interrupted, resume=True)
+    assert end.step == total
+    a, b = weights(config.out_dir), weights(interrupted.out_dir)
+    assert a.keys() == b.keys()
+    for name in a:  # tolerance: none. CPU float32 with the same RNG, data order and optimiser state is bitwise equal
+        assert torch.equal(a[name], b[name]), name
+    rows = lambda d: [(r["step"], r["loss"]) for r in read_metrics(d) if r["kind"] == "step"]
+    assert rows(interrupted.out_dir) == rows(config.out_dir)  # metrics.csv reads as one uninterrupted run
+
+
+def test_resume_rejects_a_config_that_contradicts_the_checkpoint_but_accepts_a_longer_run(reference_run):
+    config, result = reference_run
+    changed = dataclasses.replace(config, model={**config.model, "d_model": 64}, seed=1)
+    with pytest.raises(ValueError, match=r"model.d_model: checkpoint has 32, config has 64\n  seed: checkpoint has 0"):
+        train(changed, resume=True)
+    longer = dataclasses.replace(config, optim=dataclasses.replace(config.optim, max_steps=result.step))
+    assert train(longer, resume=True).step == result.step  # nothing left to do, nothing overwritten
+
+
+def test_a_new_run_refuses_an_out_dir_that_holds_a_run_and_resume_needs_one(reference_run, tmp_path):
+    config, _ = reference_run
+    with pytest.raises(FileExistsError, match="pass --resume"):
+        train(config)
+    with pytest.raises(FileNotFoundError, match="nothing to resume"):
+        train(tiny(tmp_path), resume=True)
+
+
+def test_a_missing_corpus_stops_with_the_folders_searched(tmp_path):
+    config = tiny(tmp_path, data__data_dir=str(tmp_path / "empty"), data__download=False)
+    with pytest.raises(CorpusNotFoundError, match=r"multi30k/train\.de\.gz is not in .*empty"):
+        train(config)
+
+
+def test_nan_loss_stops_training_and_leaves_the_last_good_checkpoint_untouched(shared_data, tmp_path, monkeypatch):
+    config = tiny(tmp_path, save_every=2, optim__max_steps=6)
+    real_loss, calls = train_module.label_smoothed_loss, []
+
+    def poisoned(logits, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5:  # the fifth training step
+            logits = logits * float("nan")
+        return real_loss(logits, *args, **kwargs)
+    monkeypatch.setattr(train_module, "label_smoothed_loss", poisoned)
+    with pytest.raises(NonFiniteLossError, match=r"stopped at step 5 .*the last good one is .*step-00000004"):
+        train(config)
+    good = latest_checkpoint(Path(config.out_dir) / "checkpoints")
+    assert good.name == "step-00000004" and load_training_state(good)["step"] == 4
+    assert all(torch.isfinite(t).all() for t in weights(config.out_dir).values())
+
+
+def test_the_command_line_trains_and_reports_bad_input_without_a_traceback(shared_data, tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "transformer", "train", *args], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=300)
+    ok = cli("--config", str(TINY), "--out-dir", str(tmp_path / "cli"), "--device", "cpu", "--max-steps", "2",
+             "--no-progress")
+    assert ok.returncode == 0, ok.stderr
+    assert "done: step 2" in ok.stdout and (tmp_path / "cli" / "metrics.csv").is_file()
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[optim]\nlr = 0.1\n")
+    failed = cli("--config", str(bad))
+    assert failed.returncode == 2 and failed.stderr.startswith("error: ") and "Traceback" not in failed.stderr
+    assert "unknown setting(s) ['lr'] in [optim]" in failed.stderr
+
+
+# ---------------------------------------------------------------- data parallel
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _model_and_batches():
+    torch.manual_seed(0)
+    config = TransformerConfig(src_vocab_size=50, tgt_vocab_size=50, d_model=16, num_heads=2, num_encoder_layers=1,
+                               num_decoder_layers=1, d_ff=32, dropout=0.0, max_len=32)
+    g = torch.Generator().manual_seed(1)
+    pairs = [(torch.randint(4, 50, (int(n),), generator=g).tolist(), torch.randint(4, 50, (int(m),), generator=g).tolist())
+             for n, m in zip(torch.randint(2, 9, (8,), generator=g), torch.randint(2, 9, (8,), generator=g))]
+    return Transformer(config), [pairs[:3], pairs[3:]]  # two shards of unequal size and token count
+
+
+def _sgd(model):
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)  # the update is -0.5 * gradient: it shows the gradient itself
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
+
+
+def _ddp_worker(rank: int, world: int, port: int, out: str, tiny_dir: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    try:
+        model, shards = _model_and_batches()
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        opt, sched = _sgd(ddp)
+        batch = collate(shards[rank])
+        stats = train_step(ddp, batch, opt, sched, num_tokens=batch.num_tgt_tokens, label_smoothing=0.1, pad_id=0,
+                           clip_grad_norm=0.0)
+        if rank == 0:
+            torch.save({"params": {k: v.clone() for k, v in model.state_dict().items()},
+                        "stats": dataclasses.asdict(stats)}, Path(out) / "ddp.pt")
+        # and the whole loop: two processes train tiny for a few steps and end with the same weights
+        config = TrainConfig.from_json(Path(tiny_dir, "config.json").read_text())
+        result = train(config)
+        flat = torch.cat([p.detach().reshape(-1) for p in load_checkpoint(result.checkpoint).model.parameters()])
+        torch.save(flat, Path(out) / f"tiny-rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_gloo_processes_make_the_same_update_as_one_process_on_the_global_batch(shared_data, tmp_path):
+    config = tiny(tmp_path, optim__max_steps=3, optim__epochs=1)
+    Path(tmp_path / "config.json").write_text(config.to_json())
+    mp.spawn(_ddp_worker, args=(2, _free_port(), str(tmp_path), str(tmp_path)), nprocs=2, join=True)
+
+    model, shards = _model_and_batches()
+    opt, sched = _sgd(model)
+    batch = collate(shards[0] + shards[1])  # the global batch in one process
+    stats = train_step(model, batch, opt, sched, num_tokens=batch.num_tgt_tokens, label_smoothing=0.1, pad_id=0,
+                       clip_grad_norm=0.0)
+    ddp = torch.load(tmp_path / "ddp.pt", weights_only=True)  # our own file, written just above
+    for name, value in model.state_dict().items():  # tolerance: float32 sums taken in a different order
+        torch.testing.assert_close(ddp["params"][name], value, rtol=1e-5, atol=1e-6, msg=name)
+    assert ddp["stats"]["tokens"] == stats.tokens
+    assert ddp["stats"]["loss"] == pytest.approx(stats.loss, rel=1e-5)
+    assert ddp["stats"]["grad_norm"] == pytest.approx(stats.grad_norm, rel=1e-5)
+
+    rank0, rank1 = (torch.load(tmp_path / f"tiny-rank{r}.pt", weights_only=True) for r in (0, 1))
+    assert torch.equal(rank0, rank1)
+    state = load_training_state(latest_checkpoint(Path(config.out_dir) / "checkpoints"))
+    assert state["world_size"] == 2 and state["step"] == 3 and len(state["rng"]) == 2
+    assert not torch.equal(state["rng"][0]["cpu"], state["rng"][1]["cpu"])  # each process its own dropout
