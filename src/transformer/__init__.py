@@ -2,6 +2,10 @@
 
 Every module but this one is generated from a chapter notebook (its header names the notebook to
 edit). This file is the public surface: what a reader imports.
+
+`transformer.attention` is the attention function (its module is `transformer.attention` in
+`sys.modules`, reached with `from transformer.attention import ...`); `transformer.train` is the
+training module, whose entry point is `transformer.train.train(config)`.
 """
 __version__ = "0.1.0"
 
@@ -15,7 +19,7 @@ from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
 from transformer.tokenizer import Tokenizer, train_tokenizer
-from transformer.train import TrainConfig, label_smoothed_loss, load_checkpoint, train
+from transformer.train import TrainConfig, label_smoothed_loss, load_checkpoint  # train(config): transformer.train.train
 
 __all__ = [
     "attention", "MultiHeadAttention", "causal_mask", "padding_mask",
@@ -24,5 +28,5 @@ __all__ = [
     "TransformerConfig", "Transformer",
     "load_multi30k", "load_tatoeba", "load_parallel", "load_tsv", "TranslationDataset",
     "TokenBudgetBatchSampler", "Batch", "collate", "Tokenizer", "train_tokenizer",
-    "TrainConfig", "train", "load_checkpoint", "label_smoothed_loss",
+    "TrainConfig", "load_checkpoint", "label_smoothed_loss",
 ]
