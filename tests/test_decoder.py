@@ -9,15 +9,6 @@ from transformer.decoder import Decoder, DecoderLayer, copy_decoder_layer_from_t
 from transformer.masking import causal_mask
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These layers are tiny: one thread is faster than two, and far faster on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def key_padding(lengths: list[int], L: int) -> torch.Tensor:
     """(B, L) bool, True on padding: row b is padded after lengths[b] positions."""
     return torch.arange(L)[None, :] >= torch.tensor(lengths)[:, None]

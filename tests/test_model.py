@@ -1,5 +1,4 @@
 """Properties of the assembled model (notebooks/08_transformer.ipynb): config, masks built from pad_id, tying, learning."""
-import dataclasses
 import json
 import math
 
@@ -12,15 +11,6 @@ from hypothesis import strategies as st
 from transformer.model import Transformer, TransformerConfig
 
 PAD, BOS, EOS = 0, 1, 2
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These models are tiny: one thread is faster than two, and far faster on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @st.composite

@@ -4,7 +4,6 @@ The runs use `configs/tiny.toml` (a 1+1-layer model on 400 Multi30k pairs: secon
 float32 on the CPU, so "the same" means bitwise the same unless a tolerance is stated.
 """
 import dataclasses
-import json
 import math
 import os
 import pickle
