@@ -74,21 +74,8 @@ class Tokenizer:
         """Number of ids, special ones included: the size of an embedding table for this tokenizer."""
         return self._sp.get_piece_size()
 
-    @property
-    def pad_id(self) -> int:
-        return PAD_ID
-
-    @property
-    def unk_id(self) -> int:
-        return UNK_ID
-
-    @property
-    def bos_id(self) -> int:
-        return BOS_ID
-
-    @property
-    def eos_id(self) -> int:
-        return EOS_ID
+    # The special ids are fixed by `train_tokenizer` for every tokenizer of the course.
+    pad_id, unk_id, bos_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
 
     @property
     def sha256(self) -> str:

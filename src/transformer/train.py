@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from .data import TokenBudgetBatchSampler, TranslationDataset, collate
 from .data import load_multi30k, load_parallel, load_tatoeba, load_tsv
 from .model import Transformer, TransformerConfig
-from .tokenizer import Tokenizer, train_tokenizer
+from .tokenizer import Tokenizer, _atomic_write_bytes, train_tokenizer
 
 # %% ../../notebooks/10_training.ipynb #d0c81c7d
 def smoothed_targets(target: Tensor, vocab_size: int, smoothing: float, pad_id: int) -> Tensor:
@@ -462,9 +462,7 @@ def load_training_state(directory: Path) -> dict:
 
 # %% ../../notebooks/10_training.ipynb #668374ac
 def _write_text_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    _atomic_write_bytes(path, text.encode("utf-8"))  # the tokenizer's atomic write: temp file, fsync, rename
 
 
 def latest_checkpoint(checkpoints: Path, pointer: str = "latest") -> Path | None:
