@@ -9,12 +9,14 @@
 #      steps and resumed to the end must end with the same weights; a run with torch.compile;
 #   3. DDP with NCCL: torchrun on 2 GPUs (only when the machine has 2 or more);
 #   4. the paper's base model on Multi30k (configs/multi30k-base.toml) for 150 steps: tokens/s;
-#   5. bench/train_step.py on CUDA (fp32 and bf16): ours versus torch.nn.Transformer.
+#   5. bench/train_step.py on CUDA (fp32 and bf16): ours versus torch.nn.Transformer;
+#   6. decoding on CUDA: the key/value cache gives the tokens of full recomputation (greedy and beam), and
+#      bench/decode.py --device cuda (cache ratios; beam-4 throughput with the shipped model).
 # Results are printed and written under $OUT (or a temporary folder). Exit status 0 = every check passed.
 #
 # The corpora: the loaders look in ../shared/data (and $TRANSFORMER_DATA). A GPU machine without them and
 # without network needs a copy inside the repository, carried along (about 4 MB), for example
-#   mkdir -p .gpu-data/multi30k && cp ../shared/data/multi30k/{train,val}.*.gz .gpu-data/multi30k/
+#   mkdir -p .gpu-data/multi30k && cp ../shared/data/multi30k/{train,val,test_2016_flickr}.*.gz .gpu-data/multi30k/
 #   echo /.gpu-data/ >> .git/info/exclude       # then carry ".gpu-data" with the working tree
 # This script points TRANSFORMER_DATA at .gpu-data/ when that folder exists.
 #
@@ -136,6 +138,24 @@ EOF
 section "5. benchmark: ours versus torch.nn.Transformer on CUDA"
 check "bench fp32" timeout 300 "$PY" bench/train_step.py --device cuda
 check "bench bf16" timeout 300 "$PY" bench/train_step.py --device cuda --bf16
+
+section "6. decoding on CUDA: the cache equals recomputation; throughput"
+check "cache == recompute on CUDA" timeout 300 "$PY" - <<'EOF'
+import torch
+from transformer.decoding import beam_search, greedy_decode
+from transformer.model import Transformer, TransformerConfig
+for norm_first in (False, True):
+    torch.manual_seed(0)
+    m = Transformer(TransformerConfig(60, 70, d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=3,
+                                      d_ff=64, dropout=0.0, max_len=48, norm_first=norm_first)).double().cuda().eval()
+    src = torch.randint(4, 60, (8, 9), device="cuda")
+    for search in (lambda **kw: [[h] for h in greedy_decode(m, src, **kw)], lambda **kw: beam_search(m, src, beam_size=4, **kw)):
+        a, b = search(use_cache=True), search(use_cache=False)
+        assert [[h.tokens for h in n] for n in a] == [[h.tokens for h in n] for n in b]
+        assert max(abs(x[0].log_prob - y[0].log_prob) for x, y in zip(a, b)) < 1e-9
+print("  same tokens, log P within 1e-9, both norm placements, greedy and beam")
+EOF
+check "bench/decode.py on CUDA" timeout 420 "$PY" bench/decode.py --device cuda
 
 section "done"
 [ "$status" -eq 0 ] && echo "ALL GPU CHECKS PASSED" || echo "SOME GPU CHECKS FAILED"

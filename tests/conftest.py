@@ -1,4 +1,5 @@
 """Shared test fixtures: where the real corpora are, and a quiet torch."""
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,9 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 # The models under test are tiny: one thread is faster than two fighting over a small matmul, and it
 # makes float reductions independent of the machine's core count.
 torch.set_num_threads(1)
+# The notebooks' kernels inherit this: with the suite split over two workers (pytest-xdist), two kernels
+# of two threads each on two cores would slow each other down many times over.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,16 @@ def _uses_torch(notebook: Path) -> bool:
 def _pytest_options() -> list[str]:
     """The nbval options of the suite, from pyproject.toml's addopts, so both runs stay in step."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    return shlex.split(config["tool"]["pytest"]["ini_options"]["addopts"])
+    options = shlex.split(config["tool"]["pytest"]["ini_options"]["addopts"])
+    kept, skip = [], False
+    for option in options:  # one notebook needs no pytest-xdist workers: drop -n N and --dist MODE
+        if skip:
+            skip = False
+        elif option in ("-n", "--numprocesses", "--dist"):
+            skip = True
+        else:
+            kept.append(option)
+    return kept + ["-p", "no:xdist"]
 
 
 NOTEBOOKS = sorted(nb for nb in (ROOT / "notebooks").glob("*.ipynb") if _uses_torch(nb))

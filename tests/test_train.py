@@ -338,3 +338,40 @@ def test_two_gloo_processes_make_the_same_update_as_one_process_on_the_global_ba
     state = load_training_state(latest_checkpoint(Path(config.out_dir) / "checkpoints"))
     assert state["world_size"] == 2 and state["step"] == 3 and len(state["rng"]) == 2
     assert not torch.equal(state["rng"][0]["cpu"], state["rng"][1]["cpu"])  # each process its own dropout
+
+
+def test_resume_over_a_truncated_latest_checkpoint_names_it_and_continues_from_the_newest_intact_one(
+        reference_run, tmp_path):
+    import shutil
+    config, result = reference_run
+    run = tmp_path / "damaged"
+    shutil.copytree(config.out_dir, run)
+    checkpoints = run / "checkpoints"
+    latest = latest_checkpoint(checkpoints)
+    older = sorted(p for p in checkpoints.glob("step-*") if p != latest)[-1]
+    weights = latest / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])  # cut short, as by a full disk
+    resumed = subprocess.run([sys.executable, "-m", "transformer", "train", "--config", str(TINY), "--resume",
+                              "--out-dir", str(run), "--device", "cpu", "--no-progress"],
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"checkpoint {weights} is damaged" in resumed.stderr and "Traceback" not in resumed.stderr
+    assert f"resuming from {older.name}, the newest intact checkpoint" in resumed.stderr
+    assert f"done: step {result.step}" in resumed.stdout
+    for f in older.parent.glob("step-*"):  # every remaining checkpoint but the broken one is intact
+        assert f == latest or train_module.checkpoint_problem(f) is None
+
+
+def test_resume_with_no_intact_checkpoint_is_one_clear_error(reference_run, tmp_path):
+    import shutil
+    config, _ = reference_run
+    run = tmp_path / "ruined"
+    shutil.copytree(config.out_dir, run)
+    for ckpt in (run / "checkpoints").glob("step-*"):
+        (ckpt / "training_state.json").write_text("{")
+    failed = subprocess.run([sys.executable, "-m", "transformer", "train", "--config", str(TINY), "--resume",
+                             "--out-dir", str(run), "--device", "cpu", "--no-progress"],
+                            capture_output=True, text=True, timeout=300)
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr
+    last = failed.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: no intact checkpoint under") and "training_state.json" in last

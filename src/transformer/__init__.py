@@ -6,6 +6,8 @@ edit). This file is the public surface: what a reader imports.
 `transformer.attention` is the attention function (its module is `transformer.attention` in
 `sys.modules`, reached with `from transformer.attention import ...`); `transformer.train` is the
 training module, whose entry point is `transformer.train.train(config)`.
+
+To translate: `transformer.translate(transformer.load_translator("multi30k-de-en"), ["Ein Hund läuft."])`.
 """
 __version__ = "0.1.0"
 
@@ -13,6 +15,8 @@ from transformer.attention import attention
 from transformer.data import (Batch, TokenBudgetBatchSampler, TranslationDataset, collate, load_multi30k,
                               load_parallel, load_tatoeba, load_tsv)
 from transformer.decoder import Decoder, DecoderLayer
+from transformer.decoding import Hypothesis, beam_search, greedy_decode, load_translator, translate
+from transformer.evaluation import corpus_bleu, corpus_chrf, evaluate_checkpoint
 from transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
 from transformer.encoder import Encoder, EncoderLayer, FeedForward
 from transformer.masking import causal_mask, padding_mask
@@ -29,4 +33,6 @@ __all__ = [
     "load_multi30k", "load_tatoeba", "load_parallel", "load_tsv", "TranslationDataset",
     "TokenBudgetBatchSampler", "Batch", "collate", "Tokenizer", "train_tokenizer",
     "TrainConfig", "load_checkpoint", "label_smoothed_loss",
+    "load_translator", "greedy_decode", "beam_search", "Hypothesis", "translate",
+    "corpus_bleu", "corpus_chrf", "evaluate_checkpoint",
 ]

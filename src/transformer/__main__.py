@@ -1,6 +1,6 @@
-# Hand-written, not exported from a notebook: `python -m transformer ...` runs the course's command line.
-# The command line itself (`main`) is exported from notebooks/10_training.ipynb into transformer/train.py.
-from transformer.train import main
+# Hand-written, not exported from a notebook: `python -m transformer ...` runs the course's command line,
+# exported from notebooks/90_command_line.ipynb into transformer/cli.py.
+from transformer.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

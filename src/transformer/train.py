@@ -3,12 +3,11 @@
 # %% auto #0
 __all__ = ['smoothed_targets', 'label_smoothed_loss', 'inverse_sqrt_lr', 'InverseSqrtSchedule', 'NonFiniteLossError', 'StepStats',
            'train_step', 'evaluate', 'DataConfig', 'OptimConfig', 'TrainConfig', 'check_resume_compatible',
-           'save_training_state', 'load_training_state', 'latest_checkpoint', 'save_checkpoint', 'Checkpoint',
-           'resolve_checkpoint', 'load_checkpoint', 'select_device', 'DistInfo', 'MetricsLog', 'read_metrics',
-           'load_pairs', 'TrainResult', 'train', 'main']
+           'save_training_state', 'load_training_state', 'latest_checkpoint', 'checkpoint_problem',
+           'resumable_checkpoint', 'save_checkpoint', 'Checkpoint', 'resolve_checkpoint', 'load_checkpoint',
+           'select_device', 'DistInfo', 'MetricsLog', 'read_metrics', 'load_pairs', 'TrainResult', 'train']
 
 # %% ../../notebooks/10_training.ipynb #ef780608
-import argparse
 import csv
 import dataclasses
 import json
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from safetensors import safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import Tensor, nn
 from tqdm.auto import tqdm
@@ -474,6 +474,51 @@ def latest_checkpoint(checkpoints: Path, pointer: str = "latest") -> Path | None
     return target if (target / "model.safetensors").is_file() else None
 
 
+def checkpoint_problem(directory: Path) -> str | None:
+    """Why the checkpoint in `directory` cannot be resumed from, or None if it is intact.
+
+    Opens both safetensors files (which checks that every tensor the header lists lies inside the
+    file, so a truncated copy is caught) and parses the three JSON files.
+    """
+    for name in ("model.safetensors", "training_state.safetensors"):
+        try:
+            with safe_open(str(directory / name), framework="pt") as f:
+                f.keys()
+        except Exception as e:  # missing, truncated, or not safetensors at all
+            return f"{name}: {e}"
+    for name in ("model_config.json", "train_config.json", "training_state.json"):
+        try:
+            json.loads((directory / name).read_text())
+        except Exception as e:
+            return f"{name}: {e}"
+    return None
+
+
+def resumable_checkpoint(checkpoints: Path) -> Path | None:
+    """The newest intact checkpoint under `checkpoints` (the `latest` one first), or None if there is none at all.
+
+    A damaged checkpoint (a copy cut short, a disk that filled up) is named on stderr and skipped; if
+    checkpoints exist but none is intact, raises FileNotFoundError naming each problem.
+    """
+    latest = latest_checkpoint(checkpoints)
+    steps = sorted((p for p in Path(checkpoints).glob("step-*") if p.is_dir()), reverse=True)
+    candidates = ([latest] if latest else []) + [p for p in steps if p != latest]
+    problems = []
+    for candidate in candidates:
+        problem = checkpoint_problem(candidate)
+        if problem is None:
+            if problems:
+                print(f"resuming from {candidate.name}, the newest intact checkpoint", file=sys.stderr)
+            return candidate
+        problems.append(f"{candidate.name} ({problem})")
+        print(f"warning: checkpoint {candidate / problem.split(':')[0]} is damaged: {problem}; "
+              "trying an older checkpoint", file=sys.stderr)
+    if problems:
+        raise FileNotFoundError(f"no intact checkpoint under {checkpoints}: {'; '.join(problems)}. Start a new run "
+                                "in another out_dir, or restore a copy of the checkpoints")
+    return None
+
+
 def save_checkpoint(directory: Path, *, model: Transformer, train_config: TrainConfig,
                     tokenizer_files: dict[str, Path], state: dict) -> Path:
     """Write one complete checkpoint directory, atomically.
@@ -774,7 +819,7 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
 def _train(config: TrainConfig, resume: bool, info: DistInfo, device: torch.device) -> TrainResult:
     out = Path(config.out_dir)
     checkpoints = out / "checkpoints"
-    previous = latest_checkpoint(checkpoints)
+    previous = resumable_checkpoint(checkpoints) if resume else latest_checkpoint(checkpoints)  # skips damaged ones
     if resume and previous is None:
         raise FileNotFoundError(f"nothing to resume: no checkpoint under {checkpoints}; start without --resume")
     if not resume and previous is not None:
@@ -921,34 +966,3 @@ def _train(config: TrainConfig, resume: bool, info: DistInfo, device: torch.devi
         if log is not None:
             log.close()
     return TrainResult(out, saved_at, step, epoch, history)
-
-# %% ../../notebooks/10_training.ipynb #fee6baed
-def main(argv: list[str] | None = None) -> int:
-    """`python -m transformer train --config configs/NAME.toml [--resume] [--device ...]`."""
-    parser = argparse.ArgumentParser(prog="transformer", description="The Transformer course's command line.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    p = commands.add_parser("train", help="train a translation model as a TOML config describes")
-    p.add_argument("--config", required=True, type=Path, help="a config file, e.g. configs/tiny.toml")
-    p.add_argument("--resume", action="store_true", help="continue the run in the config's out_dir exactly")
-    p.add_argument("--device", help="auto (default: CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps")
-    p.add_argument("--out-dir", help="where checkpoints and metrics go (overrides the config's out_dir)")
-    p.add_argument("--max-steps", type=int, help="stop after this many optimiser steps (overrides optim.max_steps)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
-    try:
-        config = TrainConfig.from_toml(args.config)
-        overrides = {"device": args.device, "out_dir": args.out_dir}
-        config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
-        if args.max_steps is not None:
-            config.optim.max_steps = args.max_steps
-        if args.no_progress:
-            config.progress = False
-        result = train(config, resume=args.resume)
-    except (ValueError, FileNotFoundError, FileExistsError, NonFiniteLossError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2 if not isinstance(e, NonFiniteLossError) else 3
-    if int(os.environ.get("RANK", 0)) == 0:
-        last = result.history[-1] if result.history else {}
-        summary = ", ".join(f"{k}={last[k]:.4f}" for k in ("loss", "valid_loss", "valid_ppl") if k in last)
-        print(f"done: step {result.step}, {summary}; checkpoint {result.checkpoint}")
-    return 0

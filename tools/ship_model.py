@@ -1,0 +1,137 @@
+"""Choose, average and ship a trained model: the recipe's last steps, measured on the validation split.
+
+    python tools/ship_model.py measure --run runs/multi30k-small [--last 8] [--limit 0]
+    python tools/ship_model.py ship --run runs/multi30k-small --checkpoints step-A step-B ... --to models/multi30k-de-en \
+        --beam 4 --alpha 1.0
+
+`measure` scores, on the run's validation split and never on a test split: every kept checkpoint
+alone (greedy, the quickest signal), the average of the last n checkpoints for n = 2, 4, 6, ...,
+and, for the best of those, beam sizes and length penalties. It prints one table and writes it as
+JSON to <run>/selection.json. `ship` averages the named checkpoints (one name: no averaging) and
+writes a directory that `transformer.load_checkpoint` and `transformer translate --model` read:
+weights as float16 safetensors (loaded back to float32), the model and training configs, the
+tokenizer model(s), the run's metrics.csv and selection.json, and decoding.json (the beam size and
+length penalty that `translate` uses by default). The model card (README.md) is written by hand from
+the measured numbers.
+"""
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_model
+
+from transformer.evaluation import evaluate_checkpoint
+from transformer.train import Checkpoint, load_checkpoint
+
+
+def checkpoints_of(run: Path) -> list[Path]:
+    return sorted(p for p in (run / "checkpoints").glob("step-*") if (p / "model.safetensors").is_file())
+
+
+def averaged(paths: list[Path]) -> Checkpoint:
+    """The checkpoint of paths[-1] with weights replaced by the mean of all paths' weights (in float64)."""
+    base = load_checkpoint(paths[-1])
+    total = {k: v.double().clone() for k, v in base.model.state_dict().items()}
+    for p in paths[:-1]:
+        for k, v in load_checkpoint(p).model.state_dict().items():
+            total[k] += v.double()
+    base.model.load_state_dict({k: (v / len(paths)).float() for k, v in total.items()})
+    return base
+
+
+def bleu(ckpt: Checkpoint, split: str, beam: int, alpha: float, limit: int) -> tuple[float, float]:
+    report = evaluate_checkpoint(ckpt, split, beam_size=beam, alpha=alpha, limit=limit)
+    scores = {s["metric"]: s["score"] for s in report["scores"]}
+    return scores["BLEU"], report["seconds"]
+
+
+def measure(args) -> None:
+    run = Path(args.run)
+    split = load_checkpoint(run).train_config.data.valid_split
+    ckpts = checkpoints_of(run)[-args.last:]
+    rows = []
+    saved = run / "selection.json"  # measured earlier: a row is measured once (checkpoints never change)
+    before = {(r["what"], r["beam"], r["alpha"]): r for r in json.loads(saved.read_text())["rows"]} \
+        if saved.is_file() else {}
+
+    def record(what: str, ckpt, beam: int, alpha: float) -> float:
+        if (what, beam, alpha) in before:
+            rows.append(before[(what, beam, alpha)])
+            print(f"{what:<44} beam {beam} alpha {alpha:<4} {split} BLEU {rows[-1]['bleu']:6.2f}  (measured before)")
+            return rows[-1]["bleu"]
+        ckpt = ckpt()
+        score, seconds = bleu(ckpt, split, beam, alpha, args.limit)
+        rows.append({"what": what, "beam": beam, "alpha": alpha, "bleu": round(score, 2), "seconds": seconds})
+        before[(what, beam, alpha)] = rows[-1]
+        saved.write_text(json.dumps({"split": split, "rows": list(before.values())}, indent=1) + "\n")
+        print(f"{what:<44} beam {beam} alpha {alpha:<4} {split} BLEU {score:6.2f}  ({seconds:.0f} s)", flush=True)
+        return score
+
+    for p in ckpts:
+        record(f"single {p.name}", lambda: load_checkpoint(p), 1, 0.0)
+    best_n, best = 1, rows[-1]["bleu"]  # the newest checkpoint alone
+    for n in range(2, len(ckpts) + 1, 2):
+        score = record(f"average of last {n} ({ckpts[-n].name}..{ckpts[-1].name})", lambda: averaged(ckpts[-n:]), 1, 0.0)
+        if score > best:
+            best_n, best = n, score
+    chosen = averaged(ckpts[-best_n:]) if best_n > 1 else load_checkpoint(ckpts[-1])
+    for beam, alpha in [(4, 0.0), (4, 0.6), (4, 1.0), (4, 1.4), (4, 2.0), (6, 0.6), (6, 1.0), (8, 0.6), (8, 1.0)]:
+        record(f"average of last {best_n} ({ckpts[-best_n].name}..{ckpts[-1].name})", lambda: chosen, beam, alpha)
+    (run / "selection.json").write_text(json.dumps({"split": split, "rows": rows}, indent=1) + "\n")
+    print(f"wrote {run / 'selection.json'}")
+
+
+def ship(args) -> None:
+    run, out = Path(args.run), Path(args.to)
+    paths = [run / "checkpoints" / name for name in args.checkpoints]
+    ckpt = averaged(paths) if len(paths) > 1 else load_checkpoint(paths[0])
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".ship-", dir=out.parent))
+    half = ckpt.model.half()
+    save_model(half, str(tmp / "model.safetensors"))  # float16: half the size; load_checkpoint reads it as float32
+    for name in ("model_config.json", "train_config.json", "tokenizer.model", "src_tokenizer.model",
+                 "tgt_tokenizer.model"):
+        if (ckpt.path / name).is_file():
+            shutil.copyfile(ckpt.path / name, tmp / name)
+    shutil.copyfile(run / "metrics.csv", tmp / "metrics.csv")
+    if (run / "selection.json").is_file():  # the validation measurements behind this choice
+        shutil.copyfile(run / "selection.json", tmp / "selection.json")
+    (tmp / "averaged_checkpoints.json").write_text(json.dumps([p.name for p in paths], indent=1) + "\n")
+    (tmp / "decoding.json").write_text(json.dumps({"beam_size": args.beam, "alpha": args.alpha}) + "\n")
+    for f in tmp.iterdir():
+        shutil.move(str(f), out / f.name)
+    tmp.rmdir()
+    back = load_checkpoint(out)
+    assert next(back.model.parameters()).dtype == torch.float32
+    size = sum(f.stat().st_size for f in out.iterdir())
+    print(f"shipped {out}: {size / 1e6:.1f} MB, weights averaged over {len(paths)} checkpoint(s)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    m = commands.add_parser("measure")
+    m.add_argument("--run", required=True)
+    m.add_argument("--last", type=int, default=8, help="how many of the newest checkpoints to consider")
+    m.add_argument("--limit", type=int, default=0, help="score only the first N validation sentences")
+    m.set_defaults(fn=measure)
+    s = commands.add_parser("ship")
+    s.add_argument("--run", required=True)
+    s.add_argument("--checkpoints", nargs="+", required=True, help="checkpoint names under <run>/checkpoints")
+    s.add_argument("--to", required=True)
+    s.add_argument("--beam", type=int, default=4, help="the recommended beam size (written to decoding.json)")
+    s.add_argument("--alpha", type=float, default=0.6, help="the recommended length penalty (decoding.json)")
+    s.set_defaults(fn=ship)
+    args = parser.parse_args()
+    torch.set_grad_enabled(False)
+    args.fn(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
