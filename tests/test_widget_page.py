@@ -1,17 +1,14 @@
 """The rendered book shows chapter 14's explorer from its saved widget state, offline, and its controls work.
 
-The test builds a one-chapter book into a temporary directory with the project's own `_config.yml` and
-`book/` (so the widget manager is the copy served from `book/assets`), serves it on localhost, and
-opens the page in headless Chromium with every request to another host refused. Building only that
-chapter keeps the cost to about 15 s instead of a full build's minutes; the full build
-(`jupyter-book build . -W -n --keep-going`) uses the same configuration.
+The test builds the book into a temporary directory (`jupyter-book build . --path-output TMP`: it renders
+the stored outputs, about 15 s), serves it on localhost, and opens chapter 14 in headless Chromium with
+every request to another host refused, so the widget manager must come from `book/assets`.
 
 Needs Debian's Chromium (`apt-get install chromium`) and the PyPI package `playwright` (no browser
 download: it drives /usr/bin/chromium); skips with a message where either is missing.
 """
 import functools
 import http.server
-import shutil
 import subprocess
 import sys
 import threading
@@ -54,17 +51,12 @@ def served_book(tmp_path_factory):
     if not CHROMIUM.exists():
         pytest.skip("install chromium: apt-get install chromium")
     pytest.importorskip("playwright", reason="pip install playwright (see requirements.txt)")
-    project = tmp_path_factory.mktemp("book")
-    shutil.copy(ROOT / "_config.yml", project / "_config.yml")
-    shutil.copytree(ROOT / "book", project / "book")
-    (project / "notebooks").mkdir()
-    shutil.copy(ROOT / f"{CHAPTER}.ipynb", project / f"{CHAPTER}.ipynb")
-    (project / "_toc.yml").write_text(f"format: jb-book\nroot: book/intro\nchapters:\n  - file: {CHAPTER}\n")
+    out = tmp_path_factory.mktemp("book")
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    build = subprocess.run([str(jupyter_book), "build", str(project), "--path-output", str(project / "out")],
-                           capture_output=True, text=True, timeout=600)
+    build = subprocess.run([str(jupyter_book), "build", str(ROOT), "--path-output", str(out)],
+                           capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    html = project / "out" / "_build" / "html"
+    html = out / "_build" / "html"
     handler = functools.partial(_QuietHandler, directory=str(html))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

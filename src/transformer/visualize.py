@@ -177,7 +177,7 @@ def _png(maps: AttentionMaps, kind: str, layer: int, head: int, dpi: int) -> byt
     return out.getvalue()
 
 
-def attention_explorer(checkpoint, sentences, *, dpi: int = 72):
+def attention_explorer(checkpoint, sentences, *, dpi: int = 96):
     """An ipywidgets explorer of every attention map of `sentences` (sentence, kind, layer, head dropdowns).
 
     The maps are drawn up front and chosen with browser-side links, so a saved widget state keeps working
