@@ -156,6 +156,11 @@ def test_explorer_links_every_control_to_its_stacks_in_the_browser(shipped):
     sources = {(link.source[0].model_id, link.source[1]) for link in box._links}
     assert {(c.model_id, "index") for c in (sentence, kind, layer, head)} <= sources
     assert all(type(link).__name__ == "Link" for link in box._links) and len(box._links) == 2 + 1 + 3 + 9
+    text, button = own.children
+    text.value = "Zwei Katzen schlafen."
+    button.click()  # what a reader's click does in a live kernel
+    assert len(sentence.options) == 2 and sentence.index == 1 and len(pictures.children) == 2
+    assert "Zwei Katzen schlafen." in captions.children[1].value and len(box._links) == 2 * (2 + 1 + 3 + 9) - 2
 
 
 def test_the_stored_head_ablation_table_covers_every_head():
