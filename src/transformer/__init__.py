@@ -24,6 +24,7 @@ from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
 from transformer.tokenizer import Tokenizer, train_tokenizer
 from transformer.train import TrainConfig, label_smoothed_loss, load_checkpoint  # train(config): transformer.train.train
+from transformer.visualize import AttentionMaps, attention_maps, plot_attention
 
 __all__ = [
     "attention", "MultiHeadAttention", "causal_mask", "padding_mask",
@@ -35,4 +36,5 @@ __all__ = [
     "TrainConfig", "load_checkpoint", "label_smoothed_loss",
     "load_translator", "greedy_decode", "beam_search", "Hypothesis", "translate",
     "corpus_bleu", "corpus_chrf", "evaluate_checkpoint",
+    "attention_maps", "AttentionMaps", "plot_attention",
 ]
