@@ -37,7 +37,7 @@ class TokenEmbedding(nn.Module):
     The factor lifts rows whose entries are of size about 1/sqrt(D) (what a table tied with the output
     projection wants) to entries of size about 1, the scale of the positional encoding, so that neither
     drowns the other in the sum. It assumes such a small init: with the model's Xavier init (entries of
-    size sqrt(2/(V+D)), smaller still) the scaled rows stay within a small factor of the encoding, while
+    size sqrt(2/(|V|+D)), smaller still) the scaled rows stay within a small factor of the encoding, while
     nn.Embedding's default N(0, 1) init would give rows of length about D, far longer than the encoding.
     """
 
@@ -48,7 +48,7 @@ class TokenEmbedding(nn.Module):
 
     @property
     def weight(self) -> Tensor:
-        """The (V, D) table, for weight tying with the output projection."""
+        """The (|V|, D) table, for weight tying with the output projection."""
         return self.embedding.weight
 
     def forward(self, tokens: Tensor) -> Tensor:

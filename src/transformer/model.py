@@ -77,7 +77,7 @@ class TransformerConfig:
 
 # %% ../../notebooks/08_transformer.ipynb #42b07f91
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer: source ids (B, S) and target ids (B, T) -> logits (B, T, V_tgt).
+    """Encoder-decoder Transformer: source ids (B, S) and target ids (B, T) -> logits (B, T, |V_tgt|).
 
     `forward` builds the padding and causal masks from `config.pad_id`; `encode` and `decode` are
     exposed separately because generation encodes the source once and decodes many times.
@@ -94,7 +94,7 @@ class Transformer(nn.Module):
         self.generator = nn.Linear(c.d_model, c.tgt_vocab_size)  # D -> one score per target word
         self._init_weights()
         if c.tie_target_embeddings:
-            self.generator.weight = self.tgt_embed.embedding.weight  # one (V_tgt, D) tensor, two uses
+            self.generator.weight = self.tgt_embed.embedding.weight  # one (|V_tgt|, D) tensor, two uses
 
     @torch.no_grad()
     def _init_weights(self):
@@ -121,13 +121,13 @@ class Transformer(nn.Module):
         return self.decoder(self.positional(self.tgt_embed(tgt)), memory, src_mask, tgt_mask)  # (B, T, D)
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
-        """(B, S) source ids, (B, T) target ids (shifted right: they start with BOS) -> logits (B, T, V_tgt)."""
+        """(B, S) source ids, (B, T) target ids (shifted right: they start with BOS) -> logits (B, T, |V_tgt|)."""
         if src.dim() != 2 or tgt.dim() != 2 or src.shape[0] != tgt.shape[0]:
             raise ValueError(f"expected src (B, S) and tgt (B, T) with the same B, got {tuple(src.shape)} and {tuple(tgt.shape)}")
         src_mask = self.make_src_mask(src)  # (B, 1, 1, S)
         tgt_mask = self.make_tgt_mask(tgt)  # (B, 1, T, T)
         memory = self.encode(src, src_mask)  # (B, S, D)
-        return self.generator(self.decode(tgt, memory, src_mask, tgt_mask))  # (B, T, V_tgt)
+        return self.generator(self.decode(tgt, memory, src_mask, tgt_mask))  # (B, T, |V_tgt|)
 
     def count_parameters(self) -> dict[str, int]:
         """Parameters per part and in total; a tensor shared by two parts is counted once, in the first."""
