@@ -44,6 +44,7 @@ def tiny_run(tmp_path_factory, shared_data) -> Path:
 def test_read_lines_keeps_empty_lines_and_refuses_bytes_that_are_not_utf8():
     assert read_lines(b"a\n\nb\n") == ["a", "", "b"]
     assert read_lines(b"a\r\nb") == ["a", "b"]
+    assert read_lines("ein\u2028Satz\x1cmehr\n".encode()) == ["ein\u2028Satz\x1cmehr"]  # one input line, one output line
     with pytest.raises(CommandError, match="not UTF-8: byte 0xe4 at offset 1"):
         read_lines("Männer".encode("latin-1"))
 

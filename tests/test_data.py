@@ -1,4 +1,4 @@
-"""Tests for transformer.data: real corpora and their split sizes, bad input, offline downloads, batching."""
+"""Tests for transformer.data and transformer.corpora: real corpora and their split sizes, bad input, offline downloads, batching."""
 import gzip
 import hashlib
 import logging
@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
+import transformer.corpora as corpora
 import transformer.data as data
 from transformer.data import (
     MULTI30K_SHA256, MULTI30K_SPLITS, Batch, ChecksumError, CorpusFormatError, CorpusNotFoundError,
@@ -55,7 +56,7 @@ def offline(monkeypatch):
 @pytest.fixture
 def no_checkout(monkeypatch):
     """Pretend the package is installed, not run from a checkout beside ../shared/data."""
-    monkeypatch.setattr(data, "_checkout_data_dir", lambda: None)
+    monkeypatch.setattr(corpora, "_checkout_data_dir", lambda: None)  # where data_search_path looks it up
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +178,7 @@ def test_default_data_dir_is_env_var_then_xdg_cache_then_home_cache(monkeypatch,
 def test_search_path_is_root_alone_or_env_checkout_cache(monkeypatch, tmp_path):
     assert data_search_path(tmp_path) == [tmp_path]
     monkeypatch.setenv(data.DATA_ENV_VAR, str(tmp_path / "env"))
-    monkeypatch.setattr(data, "_checkout_data_dir", lambda: tmp_path / "shared")
+    monkeypatch.setattr(corpora, "_checkout_data_dir", lambda: tmp_path / "shared")
     assert data_search_path() == [tmp_path / "env", tmp_path / "shared"]
     monkeypatch.delenv(data.DATA_ENV_VAR)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
@@ -185,7 +186,7 @@ def test_search_path_is_root_alone_or_env_checkout_cache(monkeypatch, tmp_path):
 
 
 def test_checkout_data_dir_finds_the_course_copy(shared_data):
-    assert data._checkout_data_dir().resolve() == shared_data.resolve()
+    assert corpora._checkout_data_dir().resolve() == shared_data.resolve()
 
 
 def test_download_writes_the_verified_file(tmp_path):
@@ -217,7 +218,7 @@ def test_download_keeps_the_old_file_when_the_new_one_is_bad(tmp_path):
 
 
 def test_missing_multi30k_is_downloaded_verified_and_then_read_from_disk(shared_data, tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "MULTI30K_URL", (shared_data / "multi30k").as_uri() + "/{name}")
+    monkeypatch.setattr(corpora, "MULTI30K_URL", (shared_data / "multi30k").as_uri() + "/{name}")
     pairs = load_multi30k("val", root=tmp_path)
     assert len(pairs) == 1_014
     assert sha256(tmp_path / "multi30k" / "val.de.gz") == MULTI30K_SHA256["val.de.gz"]
@@ -226,7 +227,7 @@ def test_missing_multi30k_is_downloaded_verified_and_then_read_from_disk(shared_
 
 
 def test_missing_corpus_goes_to_the_cache_when_no_root_is_given(shared_data, tmp_path, monkeypatch, no_checkout):
-    monkeypatch.setattr(data, "MULTI30K_URL", (shared_data / "multi30k").as_uri() + "/{name}")
+    monkeypatch.setattr(corpora, "MULTI30K_URL", (shared_data / "multi30k").as_uri() + "/{name}")
     monkeypatch.delenv(data.DATA_ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert len(load_multi30k("test_2017_flickr")) == 1_000
@@ -234,7 +235,7 @@ def test_missing_corpus_goes_to_the_cache_when_no_root_is_given(shared_data, tmp
 
 
 def test_corrupt_multi30k_download_is_rejected(shared_data, tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "MULTI30K_URL", (shared_data / "multi30k" / "val.en.gz").as_uri())  # wrong file
+    monkeypatch.setattr(corpora, "MULTI30K_URL", (shared_data / "multi30k" / "val.en.gz").as_uri())  # wrong file
     with pytest.raises(ChecksumError, match="val.de.gz"):
         load_multi30k("val", root=tmp_path)
     assert not any(p.is_file() for p in tmp_path.rglob("*"))
@@ -275,7 +276,7 @@ def _zip(path: Path, members: dict[str, bytes]) -> Path:
 
 def test_missing_tatoeba_is_extracted_from_the_zip(tmp_path, monkeypatch):
     archive = _zip(tmp_path / "cmn-eng.zip", {"cmn.txt": (TINY / "tiny.tsv").read_bytes(), "_about.txt": b"about"})
-    monkeypatch.setattr(data, "TATOEBA_URL", archive.as_uri())
+    monkeypatch.setattr(corpora, "TATOEBA_URL", archive.as_uri())
     root = tmp_path / "data"
     pairs = [p for split in ("train", "val", "test") for p in load_tatoeba(split, root=root)]
     assert sorted(pairs) == sorted(load_tsv(TINY / "tiny.tsv"))
@@ -286,7 +287,7 @@ def test_missing_tatoeba_is_extracted_from_the_zip(tmp_path, monkeypatch):
                                             ({"cmn.txt": b"Hi.\t\xe4\xbd\nBye.\tx\n"}, "not valid UTF-8"),
                                             ({"cmn.txt": b"only one column\n"}, "1 tab-separated field")])
 def test_malformed_tatoeba_download_is_refused_and_not_installed(tmp_path, monkeypatch, members, error):
-    monkeypatch.setattr(data, "TATOEBA_URL", _zip(tmp_path / "bad.zip", members).as_uri())
+    monkeypatch.setattr(corpora, "TATOEBA_URL", _zip(tmp_path / "bad.zip", members).as_uri())
     with pytest.raises(CorpusFormatError, match=error):
         load_tatoeba("train", root=tmp_path / "data")
     assert not any(p.is_file() for p in (tmp_path / "data").rglob("*"))

@@ -30,7 +30,10 @@ def read_lines(data: bytes, source: str = "standard input") -> list[str]:
     except UnicodeDecodeError as e:
         raise CommandError(f"{source} is not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start} "
                            "(convert it first, e.g. iconv -f latin1 -t utf-8)") from None
-    return text.splitlines()
+    lines = text.split("\n")  # only "\n" ends a line: str.splitlines() would also split at U+2028, \x1c, ...
+    if lines[-1] == "":
+        lines.pop()  # a final newline ends the last line; it starts no new one
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def _positive(name: str, value: int) -> int:
