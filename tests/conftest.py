@@ -22,3 +22,10 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"corpora not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+def pytest_collection_modifyitems(config, items):
+    """Start the longest items first: the portability re-runs (`test_portable_outputs.py`, a whole
+    notebook each, longest first). A stable sort, so every notebook's cells keep their order and every
+    test module (pytest-xdist's `--dist loadscope` unit of work) stays together."""
+    items.sort(key=lambda item: "test_portable_outputs.py" not in item.nodeid)

@@ -15,6 +15,7 @@ import re
 import shlex
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -50,11 +51,23 @@ def _pytest_options() -> list[str]:
     return kept + ["-p", "no:xdist"]
 
 
-NOTEBOOKS = sorted(nb for nb in (ROOT / "notebooks").glob("*.ipynb") if _uses_torch(nb))
+def _stored_seconds(notebook: Path) -> float:
+    """How long the notebook's cells took when it was last executed (nbclient records each cell's times)."""
+    total = 0.0
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        times = cell.get("metadata", {}).get("execution", {})
+        start, end = times.get("iopub.execute_input"), times.get("shell.execute_reply")
+        if start and end:
+            total += (datetime.fromisoformat(end.rstrip("Z")) - datetime.fromisoformat(start.rstrip("Z"))).total_seconds()
+    return total
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
-def test_outputs_survive_non_vectorised_kernels(notebook: Path):
+# Longest first, so that the two pytest-xdist workers are not left waiting on one long re-run at the end.
+NOTEBOOKS = sorted((nb for nb in (ROOT / "notebooks").glob("*.ipynb") if _uses_torch(nb)),
+                   key=lambda nb: (-_stored_seconds(nb), nb.name))
+
+
+def _check_portable(notebook: Path) -> None:
     if os.environ.get("TRANSFORMER_SKIP_PORTABILITY") == "1":
         pytest.skip("TRANSFORMER_SKIP_PORTABILITY=1: the notebooks are not re-run under ATEN_CPU_CAPABILITY=default")
     if os.environ.get("ATEN_CPU_CAPABILITY"):
@@ -72,3 +85,17 @@ def test_outputs_survive_non_vectorised_kernels(notebook: Path):
         f"output depends on the CPU's float kernels. Print the claim at a tolerance instead of the raw number "
         f"(README, 'Working on a chapter'). Reproduce with `ATEN_CPU_CAPABILITY=default pytest "
         f"{notebook.relative_to(ROOT)}`.\n{shlex.join(command)}\n...\n{output[-TAIL:]}")
+
+
+def _portability_test(notebook: Path):
+    def test_outputs_survive_non_vectorised_kernels(self):
+        _check_portable(notebook)
+    return test_outputs_survive_non_vectorised_kernels
+
+
+# One test class per notebook: `--dist loadscope` (pyproject) keeps a class on one worker but hands
+# different classes to different workers, so the two workers share these re-runs, the longest items of
+# the suite, instead of one worker taking them all while the other waits.
+for _notebook in NOTEBOOKS:
+    _name = "TestPortable_" + re.sub(r"\W", "_", _notebook.stem)
+    globals()[_name] = type(_name, (), {"test_outputs_survive_non_vectorised_kernels": _portability_test(_notebook)})
