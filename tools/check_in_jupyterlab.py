@@ -9,6 +9,7 @@ changed. Exits 1 if any notebook shows an error. Needs Debian's Chromium and `pl
 """
 import argparse
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -41,17 +42,24 @@ def wait_for(url: str, seconds: float) -> None:
 
 
 def run_all(page, base: str, notebook: str, timeout: float) -> tuple[int, int, float]:
-    page.goto(f"{base}/lab/tree/{notebook}", wait_until="load")
-    page.wait_for_selector(".jp-Notebook", timeout=60_000)
+    page.goto(f"{base}/lab/tree/{notebook}?reset", wait_until="load")  # ?reset: no tabs restored
+    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    panel.locator(".jp-Notebook").wait_for(timeout=60_000)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+    page.click("text=Edit", timeout=10_000)  # the stored execution counts would look like a finished run
+    page.click("text=Clear Outputs of All Cells", timeout=10_000)
     page.click("text=Run", timeout=10_000)  # the menu bar
     page.click("text=Restart Kernel and Run All Cells…", timeout=10_000)
     page.click(".jp-Dialog button.jp-mod-accept", timeout=10_000)  # "Restart"
     start = time.time()
-    time.sleep(3)
-    while page.locator(".jp-InputArea-prompt:has-text('[*]')").count() and time.time() - start < timeout:
+    prompts = panel.locator(".jp-CodeCell .jp-InputArea-prompt")
+    while time.time() - start < timeout:  # done when every code cell shows an execution count, e.g. [12]:
+        texts = prompts.all_inner_texts()
+        if texts and all(re.fullmatch(r"\[\d+\]:", t.strip()) for t in texts):
+            break
         time.sleep(2)
-    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    else:
+        raise TimeoutError(f"{notebook}: not every cell had run after {timeout:.0f} s")
     cells = panel.locator(".jp-CodeCell").count()
     errors = panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']").count()
     return cells, errors, time.time() - start
