@@ -10,7 +10,6 @@ speed-up `explicit / fused` (above 1: the fused kernel is faster).
 """
 import argparse
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
@@ -18,16 +17,10 @@ import torch.nn.functional as F
 from transformer.attention import attention
 from transformer.masking import causal_mask
 
+from timing import timed  # bench/timing.py: python puts the script's folder on the path
+
 # (B, h, T, D_h)
 SHAPES = [(32, 8, 32, 64), (16, 8, 128, 64), (4, 8, 512, 64)]
-
-
-def timed(fn, sync) -> float:
-    sync()
-    start = time.perf_counter()
-    fn()
-    sync()
-    return time.perf_counter() - start
 
 
 def main() -> None:

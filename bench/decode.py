@@ -27,16 +27,10 @@ from transformer.data import load_multi30k
 from transformer.decoding import greedy_decode, load_translator, models_dir, translate
 from transformer.model import Transformer, TransformerConfig
 
+from timing import timed  # bench/timing.py: python puts the script's folder on the path
+
 SMALL = dict(d_model=256, num_heads=4, num_encoder_layers=3, num_decoder_layers=3, d_ff=1024, dropout=0.0,
              norm_first=True, max_len=128, share_embeddings=True)  # configs/multi30k-small.toml's [model]
-
-
-def timed(fn, sync) -> float:
-    sync()
-    start = time.perf_counter()
-    fn()
-    sync()
-    return time.perf_counter() - start
 
 
 def cache_ratios(device: torch.device, repeats: int, sync) -> None:
@@ -65,7 +59,7 @@ def beam_throughput(device: torch.device, model_path: str | None) -> None:
         limits, what = {}, f"trained model {path}"
     else:
         from types import SimpleNamespace
-        from transformer.tokenizer import Tokenizer, train_tokenizer
+        from transformer.tokenizer import train_tokenizer
         import tempfile
         torch.manual_seed(0)
         tok_dir = Path(tempfile.mkdtemp(prefix="bench-decode-"))

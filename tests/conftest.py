@@ -1,6 +1,13 @@
-"""Shared test fixtures: where the real corpora are, and a quiet torch."""
+"""Shared test fixtures: where the real corpora are, a quiet torch, and the built book in a browser."""
+import functools
+import http.server
 import os
+import shutil
+import subprocess
+import sys
+import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import torch
@@ -29,3 +36,80 @@ def pytest_collection_modifyitems(config, items):
     notebook each, longest first). A stable sort, so every notebook's cells keep their order and every
     test module (pytest-xdist's `--dist loadscope` unit of work) stays together."""
     items.sort(key=lambda item: "test_portable_outputs.py" not in item.nodeid)
+
+
+# The browser tests (tests/test_book_browser.py, tests/test_widget_page.py) share one build of the book,
+# one local server and one Chromium per pytest process.
+CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory) -> Path:
+    """The book built as `.ci/run` builds it (warnings are errors) into a temporary folder: its html folder."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: install it (Debian: apt-get install chromium) to run the browser tests")
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
+    out = tmp_path_factory.mktemp("book")
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    result = subprocess.run([str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going", "--path-output", str(out)],
+                            capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert result.returncode == 0, f"the book build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return out / "_build" / "html"
+
+
+@pytest.fixture(scope="session")
+def book_site(built_book):
+    """The built book served on localhost: its base URL, ending in '/'."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(built_book)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def chromium(built_book):
+    """Headless Debian Chromium driven by playwright (no browser download)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def _open_offline(browser, url: str):
+    """Open url with every request that leaves localhost aborted -> (page, console errors, refused URLs).
+
+    Waits until the page is loaded and idle (index.html forwards to the first page) and MathJax has typeset.
+    """
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    refused: list[str] = []
+
+    def only_localhost(route):
+        if urlsplit(route.request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("**/*", only_localhost)
+    page.goto(url, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    page.evaluate("() => (window.MathJax && MathJax.startup && MathJax.startup.promise) || null")
+    return page, errors, refused
+
+
+@pytest.fixture(scope="session")
+def open_offline(chromium):
+    """`open_offline(url)` -> (page, console errors, refused URLs), in the shared Chromium."""
+    return functools.partial(_open_offline, chromium)

@@ -9,26 +9,13 @@ three pages to `_build/screenshots/`.
 Needs Debian's Chromium (`apt-get install chromium`; `.ci/run` installs it) and the `playwright` package
 (in requirements.txt); skips with that instruction where either is missing.
 """
-import functools
-import http.server
-import os
 import re
-import shutil
-import subprocess
-import sys
-import threading
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
-SCREENSHOTS = ["notebooks/02_attention.html", "notebooks/08_transformer.html", "notebooks/13_results.html"]
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
+SCREENSHOTS = ["notebooks/02_attention.html", "notebooks/08_transformer.html", "notebooks/13_results.html"]
 
 # A formula left as TeX: a backslash command outside code, or $$ display delimiters.
 RAW_TEX = re.compile(r"\\(frac|sqrt|mathrm|mathbf|mathcal|text|sum|cdot|times|begin|left|right)\b|\$\$")
@@ -50,64 +37,15 @@ PAGE_REPORT = """() => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def book(tmp_path_factory) -> Path:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: install it (Debian: apt-get install chromium) to run the browser test")
-    out = tmp_path_factory.mktemp("book")
-    jb = Path(sys.executable).with_name("jupyter-book")
-    result = subprocess.run([str(jb), "build", str(ROOT), "-W", "-n", "--keep-going", "--path-output", str(out)],
-                            capture_output=True, text=True, cwd=ROOT)
-    assert result.returncode == 0, f"the book build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return out / "_build" / "html"
-
-
-@pytest.fixture(scope="module")
-def site(book):
-    handler = functools.partial(QuietHandler, directory=str(book))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-def open_offline(browser, url: str):
-    """A page with every request that leaves localhost aborted, and its console errors collected."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.route("**/*", lambda route: route.continue_() if urlsplit(route.request.url).hostname == "127.0.0.1"
-               else route.abort())
-    page.goto(url, wait_until="load")
-    page.wait_for_load_state("networkidle")  # index.html forwards to the first page: let that finish
-    page.evaluate("() => (window.MathJax && MathJax.startup && MathJax.startup.promise) || null")
-    return page, errors
-
-
 def pages(book: Path) -> list[str]:
     skip = ("_static", "_sources", "_images", "_panels_static")
     return sorted(p.relative_to(book).as_posix() for p in book.rglob("*.html") if not p.parts[len(book.parts)] in skip)
 
 
-def test_every_page_renders_offline_with_math_images_links_and_no_directives(book, site, browser):
+def test_every_page_renders_offline_with_math_images_links_and_no_directives(built_book, book_site, open_offline):
     reports, problems = {}, []
-    for rel in pages(book):
-        page, errors = open_offline(browser, site + rel)
+    for rel in pages(built_book):
+        page, errors, _ = open_offline(book_site + rel)
         report = page.evaluate(PAGE_REPORT)
         page.close()
         reports[rel] = report
@@ -133,15 +71,15 @@ def test_every_page_renders_offline_with_math_images_links_and_no_directives(boo
             target = unquote(url.path).lstrip("/") or "index.html"
             if target.endswith("/"):
                 target += "index.html"
-            if not (book / target).is_file():
+            if not (built_book / target).is_file():
                 problems.append(f"{rel}: link to a missing page {target}")
             elif url.fragment and target in ids and unquote(url.fragment) not in ids[target]:
                 problems.append(f"{rel}: link to a missing anchor {target}#{url.fragment}")
     assert not problems, "\n".join(problems)
 
 
-def test_search_works_offline(site, browser):
-    page, errors = open_offline(browser, site + "search.html?q=attention")
+def test_search_works_offline(book_site, open_offline):
+    page, errors, _ = open_offline(book_site + "search.html?q=attention")
     page.wait_for_selector("#search-results li", timeout=20_000)
     found = page.locator("#search-results li").count()
     page.close()
@@ -149,11 +87,11 @@ def test_search_works_offline(site, browser):
     assert not errors, errors
 
 
-def test_screenshots_of_three_pages(site, browser):
+def test_screenshots_of_three_pages(book_site, open_offline):
     folder = ROOT / "_build" / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)
     for rel in SCREENSHOTS:
-        page, _ = open_offline(browser, site + rel)
+        page, _, _ = open_offline(book_site + rel)
         path = folder / (Path(rel).stem + ".png")
         page.screenshot(path=str(path), full_page=False)
         page.close()
