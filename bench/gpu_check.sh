@@ -14,11 +14,8 @@
 #      bench/decode.py --device cuda (cache ratios; beam-4 throughput with the shipped model).
 # Results are printed and written under $OUT (or a temporary folder). Exit status 0 = every check passed.
 #
-# The corpora: the loaders look in ../shared/data (and $TRANSFORMER_DATA). A GPU machine without them and
-# without network needs a copy inside the repository, carried along (about 4 MB), for example
-#   mkdir -p .gpu-data/multi30k && cp ../shared/data/multi30k/{train,val,test_2016_flickr}.*.gz .gpu-data/multi30k/
-#   echo /.gpu-data/ >> .git/info/exclude       # then carry ".gpu-data" with the working tree
-# This script points TRANSFORMER_DATA at .gpu-data/ when that folder exists.
+# The corpora are in the repository's data/ (tracked, so they travel with the working tree); the loaders
+# find them there through the package in src/ (PYTHONPATH below).
 #
 # The package needs safetensors. If the GPU machine lacks it and has no network, carry a wheel along:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -30,7 +27,6 @@ OUT="${OUT:-$(mktemp -d /tmp/gpu-check.XXXXXX)}"
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
-[ -d .gpu-data ] && export TRANSFORMER_DATA="$PWD/.gpu-data"
 status=0
 section() { echo; echo "=== $* ($(date +%T))"; }
 check() {  # check NAME COMMAND...: run, report PASS/FAIL, remember failures

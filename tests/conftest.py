@@ -13,7 +13,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+COURSE_DATA = ROOT / "data"  # the corpora, kept in the repository (data/README.md)
 
 # The models under test are tiny: one thread is faster than two fighting over a small matmul, and it
 # makes float reductions independent of the machine's core count.
@@ -24,11 +24,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """The course's local copy of the corpora (`../shared/data`); tests that need it skip without it."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"corpora not found at {SHARED_DATA}")
-    return SHARED_DATA
+def course_data() -> Path:
+    """The course's copy of the corpora, in the repository's `data/` (every clone has it)."""
+    assert (COURSE_DATA / "SHA256SUMS").is_file(), f"{COURSE_DATA} is incomplete: restore it with `git checkout -- data/`"
+    return COURSE_DATA
 
 
 def pytest_collection_modifyitems(config, items):

@@ -32,7 +32,7 @@ def one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory, shared_data) -> Path:
+def tiny_run(tmp_path_factory, course_data) -> Path:
     """A run directory of configs/tiny.toml (seconds to train)."""
     from test_train import tiny
     from transformer.train import train

@@ -3,6 +3,7 @@ import gzip
 import hashlib
 import logging
 import pickle
+import shutil
 import urllib.error
 import urllib.request
 import zipfile
@@ -55,8 +56,8 @@ def offline(monkeypatch):
 
 @pytest.fixture
 def no_checkout(monkeypatch):
-    """Pretend the package is installed, not run from a checkout beside ../shared/data."""
-    monkeypatch.setattr(corpora, "_checkout_data_dir", lambda: None)  # where data_search_path looks it up
+    """Pretend the course's own copy (the repository's data/) is not there."""
+    monkeypatch.setattr(corpora, "course_data_dir", lambda: None)  # where data_search_path looks it up
 
 
 @pytest.fixture(scope="module")
@@ -72,94 +73,148 @@ def sha256(path: Path) -> str:
 # --- the real corpora -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("split", MULTI30K_SPLITS)
-def test_multi30k_split_sizes_are_the_published_ones(shared_data, split):
-    pairs = load_multi30k(split, root=shared_data)
+def test_multi30k_split_sizes_are_the_published_ones(course_data, split):
+    pairs = load_multi30k(split, root=course_data)
     assert len(pairs) == MULTI30K_SIZES[split]
     assert all(de and en for de, en in pairs)
 
 
-def test_multi30k_pairs_are_german_english_and_can_be_reversed(shared_data):
-    de_en = load_multi30k("train", root=shared_data)
+def test_multi30k_pairs_are_german_english_and_can_be_reversed(course_data):
+    de_en = load_multi30k("train", root=course_data)
     assert de_en[0] == ("Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
                         "Two young, White males are outside near many bushes.")
-    en_de = load_multi30k("train", root=shared_data, src_lang="en", tgt_lang="de")
+    en_de = load_multi30k("train", root=course_data, src_lang="en", tgt_lang="de")
     assert en_de == [(en, de) for de, en in de_en]
 
 
-def test_multi30k_checksums_in_the_module_match_the_course_copy(shared_data):
-    sums = dict(reversed(line.split()) for line in (shared_data / "SHA256SUMS").read_text().splitlines() if line)
+def test_multi30k_checksums_in_the_module_match_the_course_copy(course_data):
+    sums = dict(reversed(line.split()) for line in (course_data / "SHA256SUMS").read_text().splitlines() if line)
     assert {f"multi30k/{name}": value for name, value in MULTI30K_SHA256.items()} == {
         k: v for k, v in sums.items() if k.startswith("multi30k/")}
     for name, value in MULTI30K_SHA256.items():
-        assert sha256(shared_data / "multi30k" / name) == value
+        assert sha256(course_data / "multi30k" / name) == value
 
 
-def test_multi30k_rejects_unknown_split_and_identical_languages(shared_data):
+def test_sha256sums_covers_every_file_of_data_and_each_text_is_pinned(course_data):
+    """data/SHA256SUMS lists every corpus file with its sum, and CORPUS_SHA256 pins the text of each."""
+    sums = dict(reversed(line.split()) for line in (course_data / "SHA256SUMS").read_text().splitlines() if line)
+    on_disk = {p.relative_to(course_data).as_posix() for p in course_data.rglob("*.gz")}
+    assert set(sums) == on_disk == set(corpora.CORPUS_SHA256)
+    for relpath, value in sums.items():
+        assert sha256(course_data / relpath) == value, relpath
+        text = gzip.decompress((course_data / relpath).read_bytes())
+        assert hashlib.sha256(text).hexdigest() == corpora.CORPUS_SHA256[relpath], relpath
+    assert "CC-BY 2.0" in (course_data / "README.md").read_text() and "Elliott" in (course_data / "README.md").read_text()
+
+
+def test_the_course_copy_is_found_in_the_repository_without_any_other_folder(course_data, monkeypatch, tmp_path):
+    monkeypatch.delenv(data.DATA_ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("tried to download"))
+    assert corpora.course_data_dir().resolve() == course_data.resolve()
+    assert len(load_multi30k("val")) == 1_014 and len(load_tatoeba("test")) == TATOEBA_SIZES["test"]
+
+
+@pytest.mark.parametrize("damage", ["changed byte", "truncated gzip", "uncompressed, one letter changed"])
+@pytest.mark.parametrize("relpath", ["multi30k/val.de.gz", "tatoeba/cmn-eng.tsv.gz"])
+def test_a_damaged_corpus_file_is_one_line_naming_it_and_the_fix(course_data, tmp_path, monkeypatch, damage, relpath):
+    """A damaged copy is refused with one line, never read as a silently different corpus (and other splits)."""
+    root = tmp_path / "data"
+    shutil.copytree(course_data, root)
+    monkeypatch.setattr(corpora, "course_data_dir", lambda: root)  # as if the damaged folder were the repository's
+    target = root / relpath
+    raw = target.read_bytes()
+    if damage == "changed byte":
+        text = bytearray(gzip.decompress(raw))
+        text[len(text) // 2] ^= 0x01
+        target.write_bytes(gzip.compress(bytes(text), mtime=0))
+    elif damage == "truncated gzip":
+        target.write_bytes(raw[: len(raw) - 1000])
+    else:
+        text = gzip.decompress(raw).replace(b"a", b"e", 1)
+        target.unlink()
+        target.with_suffix("").write_bytes(text)
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("tried to download"))
+    load = (lambda: load_multi30k("val")) if relpath.startswith("multi30k") else (lambda: load_tatoeba("train"))
+    with pytest.raises(ChecksumError) as info:
+        load()
+    message = str(info.value)
+    assert "\n" not in message and relpath.removesuffix(".gz") in message
+    assert "git checkout -- data/" in message
+
+
+def test_an_uncompressed_copy_of_the_right_text_is_accepted(course_data, tmp_path):
+    (tmp_path / "tatoeba").mkdir()
+    (tmp_path / "tatoeba" / "cmn-eng.tsv").write_bytes(gzip.decompress((course_data / corpora.TATOEBA_FILE).read_bytes()))
+    assert load_tatoeba("val", root=tmp_path) == load_tatoeba("val", root=course_data)
+
+
+def test_multi30k_rejects_unknown_split_and_identical_languages(course_data):
     with pytest.raises(ValueError, match="test_2016_flickr"):
-        load_multi30k("test", root=shared_data)
+        load_multi30k("test", root=course_data)
     with pytest.raises(ValueError, match="two languages"):
-        load_multi30k("val", root=shared_data, src_lang="en", tgt_lang="en")
+        load_multi30k("val", root=course_data, src_lang="en", tgt_lang="en")
 
 
-def test_multi30k_language_without_checksum_is_never_downloaded(shared_data, tmp_path):
+def test_multi30k_language_without_checksum_is_never_downloaded(course_data, tmp_path):
     with pytest.raises(CorpusNotFoundError, match="no checksum is known for val.fr.gz"):
         load_multi30k("val", root=tmp_path, src_lang="fr", tgt_lang="en")
     assert not any(tmp_path.rglob("*.gz"))
 
 
-def test_tatoeba_split_sizes(shared_data):
-    sizes = {split: len(load_tatoeba(split, root=shared_data)) for split in TATOEBA_SIZES}
+def test_tatoeba_split_sizes(course_data):
+    sizes = {split: len(load_tatoeba(split, root=course_data)) for split in TATOEBA_SIZES}
     assert sizes == TATOEBA_SIZES
     assert sum(sizes.values()) == 28_094
-    assert load_tatoeba("valid", root=shared_data) == load_tatoeba("val", root=shared_data)
+    assert load_tatoeba("valid", root=course_data) == load_tatoeba("val", root=course_data)
 
 
-def test_tatoeba_no_english_sentence_is_in_two_splits(shared_data):
-    english = {split: {en for en, _ in load_tatoeba(split, root=shared_data)} for split in TATOEBA_SIZES}
+def test_tatoeba_no_english_sentence_is_in_two_splits(course_data):
+    english = {split: {en for en, _ in load_tatoeba(split, root=course_data)} for split in TATOEBA_SIZES}
     assert not english["train"] & english["val"]
     assert not english["train"] & english["test"]
     assert not english["val"] & english["test"]
 
 
-def test_tatoeba_pairs_are_english_chinese_without_byte_order_mark(shared_data):
-    train = load_tatoeba("train", root=shared_data)
+def test_tatoeba_pairs_are_english_chinese_without_byte_order_mark(course_data):
+    train = load_tatoeba("train", root=course_data)
     assert train[:2] == [("Hi.", "嗨。"), ("Hi.", "你好。")]  # the file starts with U+FEFF
 
 
-def test_tatoeba_trailing_blank_line_is_counted_and_reported(shared_data, caplog):
+def test_tatoeba_trailing_blank_line_is_counted_and_reported(course_data, caplog):
     with caplog.at_level(logging.WARNING, logger="transformer.data"):
-        load_tatoeba("test", root=shared_data)
+        load_tatoeba("test", root=course_data)
     assert "1 of 28095 lines are blank or have an empty side (line 28095)" in caplog.text
 
 
-def test_tatoeba_split_changes_with_the_seed_and_still_covers_every_pair(shared_data):
-    seed0 = load_tatoeba("test", root=shared_data, seed=0)
-    seed1 = load_tatoeba("test", root=shared_data, seed=1)
+def test_tatoeba_split_changes_with_the_seed_and_still_covers_every_pair(course_data):
+    seed0 = load_tatoeba("test", root=course_data, seed=0)
+    seed1 = load_tatoeba("test", root=course_data, seed=1)
     assert seed0 != seed1
-    total = sum(len(load_tatoeba(s, root=shared_data, seed=1)) for s in TATOEBA_SIZES)
+    total = sum(len(load_tatoeba(s, root=course_data, seed=1)) for s in TATOEBA_SIZES)
     assert total == 28_094
 
 
-def test_tatoeba_rejects_unknown_split(shared_data):
+def test_tatoeba_rejects_unknown_split(course_data):
     with pytest.raises(ValueError, match="'train', 'val'"):
-        load_tatoeba("dev", root=shared_data)
+        load_tatoeba("dev", root=course_data)
 
 
-def test_shared_data_files_match_their_published_checksums(shared_data):
-    for line in (shared_data / "SHA256SUMS").read_text().splitlines():
+def test_course_data_files_match_their_published_checksums(course_data):
+    for line in (course_data / "SHA256SUMS").read_text().splitlines():
         value, name = line.split()
-        assert sha256(shared_data / name) == value, name
+        assert sha256(course_data / name) == value, name
 
 
 # --- where files come from, and downloads (all offline) --------------------------------------------
 
-def test_present_files_never_touch_the_network(shared_data, monkeypatch):
+def test_present_files_never_touch_the_network(course_data, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("network used although the files are present")
 
     monkeypatch.setattr(urllib.request, "urlopen", fail)
-    assert len(load_multi30k("val", root=shared_data)) == 1_014
-    monkeypatch.setenv(data.DATA_ENV_VAR, str(shared_data))
+    assert len(load_multi30k("val", root=course_data)) == 1_014
+    monkeypatch.setenv(data.DATA_ENV_VAR, str(course_data))
     assert len(load_multi30k("val")) == 1_014
     assert len(load_tatoeba("val")) == TATOEBA_SIZES["val"]
 
@@ -175,18 +230,18 @@ def test_default_data_dir_is_env_var_then_xdg_cache_then_home_cache(monkeypatch,
     assert default_data_dir() == tmp_path / "home" / ".cache" / "transformer"
 
 
-def test_search_path_is_root_alone_or_env_checkout_cache(monkeypatch, tmp_path):
+def test_search_path_is_root_alone_or_env_course_copy_cache(monkeypatch, tmp_path):
     assert data_search_path(tmp_path) == [tmp_path]
     monkeypatch.setenv(data.DATA_ENV_VAR, str(tmp_path / "env"))
-    monkeypatch.setattr(corpora, "_checkout_data_dir", lambda: tmp_path / "shared")
-    assert data_search_path() == [tmp_path / "env", tmp_path / "shared"]
+    monkeypatch.setattr(corpora, "course_data_dir", lambda: tmp_path / "repo" / "data")
+    assert data_search_path() == [tmp_path / "env", tmp_path / "repo" / "data"]
     monkeypatch.delenv(data.DATA_ENV_VAR)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert data_search_path() == [tmp_path / "shared", tmp_path / "xdg" / "transformer"]
+    assert data_search_path() == [tmp_path / "repo" / "data", tmp_path / "xdg" / "transformer"]
 
 
-def test_checkout_data_dir_finds_the_course_copy(shared_data):
-    assert corpora._checkout_data_dir().resolve() == shared_data.resolve()
+def test_course_data_dir_is_the_repository_data_folder(course_data):
+    assert corpora.course_data_dir().resolve() == course_data.resolve()
 
 
 def test_download_writes_the_verified_file(tmp_path):
@@ -217,8 +272,8 @@ def test_download_keeps_the_old_file_when_the_new_one_is_bad(tmp_path):
     assert good.read_bytes() == b"old, verified"
 
 
-def test_missing_multi30k_is_downloaded_verified_and_then_read_from_disk(shared_data, tmp_path, monkeypatch):
-    monkeypatch.setattr(corpora, "MULTI30K_URL", (shared_data / "multi30k").as_uri() + "/{name}")
+def test_missing_multi30k_is_downloaded_verified_and_then_read_from_disk(course_data, tmp_path, monkeypatch):
+    monkeypatch.setattr(corpora, "MULTI30K_URL", (course_data / "multi30k").as_uri() + "/{name}")
     pairs = load_multi30k("val", root=tmp_path)
     assert len(pairs) == 1_014
     assert sha256(tmp_path / "multi30k" / "val.de.gz") == MULTI30K_SHA256["val.de.gz"]
@@ -226,16 +281,16 @@ def test_missing_multi30k_is_downloaded_verified_and_then_read_from_disk(shared_
     assert load_multi30k("val", root=tmp_path) == pairs
 
 
-def test_missing_corpus_goes_to_the_cache_when_no_root_is_given(shared_data, tmp_path, monkeypatch, no_checkout):
-    monkeypatch.setattr(corpora, "MULTI30K_URL", (shared_data / "multi30k").as_uri() + "/{name}")
+def test_missing_corpus_goes_to_the_cache_when_no_root_is_given(course_data, tmp_path, monkeypatch, no_checkout):
+    monkeypatch.setattr(corpora, "MULTI30K_URL", (course_data / "multi30k").as_uri() + "/{name}")
     monkeypatch.delenv(data.DATA_ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert len(load_multi30k("test_2017_flickr")) == 1_000
     assert (tmp_path / "transformer" / "multi30k" / "test_2017_flickr.en.gz").is_file()
 
 
-def test_corrupt_multi30k_download_is_rejected(shared_data, tmp_path, monkeypatch):
-    monkeypatch.setattr(corpora, "MULTI30K_URL", (shared_data / "multi30k" / "val.en.gz").as_uri())  # wrong file
+def test_corrupt_multi30k_download_is_rejected(course_data, tmp_path, monkeypatch):
+    monkeypatch.setattr(corpora, "MULTI30K_URL", (course_data / "multi30k" / "val.en.gz").as_uri())  # wrong file
     with pytest.raises(ChecksumError, match="val.de.gz"):
         load_multi30k("val", root=tmp_path)
     assert not any(p.is_file() for p in tmp_path.rglob("*"))
@@ -252,7 +307,7 @@ def test_missing_corpus_while_offline_is_a_clear_error(tmp_path, offline, no_che
     assert data.DATA_ENV_VAR in message
     assert isinstance(info.value, FileNotFoundError)
     assert info.value.__cause__ is None and info.value.__suppress_context__  # no library traceback chained
-    with pytest.raises(CorpusNotFoundError, match="tatoeba/cmn-eng.tsv"):
+    with pytest.raises(CorpusNotFoundError, match="tatoeba/cmn-eng.tsv.gz"):
         load_tatoeba("train")
 
 
@@ -274,21 +329,24 @@ def _zip(path: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
-def test_missing_tatoeba_is_extracted_from_the_zip(tmp_path, monkeypatch):
-    archive = _zip(tmp_path / "cmn-eng.zip", {"cmn.txt": (TINY / "tiny.tsv").read_bytes(), "_about.txt": b"about"})
+def test_missing_tatoeba_is_extracted_from_the_zip_when_it_is_the_course_copy(course_data, tmp_path, monkeypatch):
+    text = gzip.decompress((course_data / corpora.TATOEBA_FILE).read_bytes())
+    archive = _zip(tmp_path / "cmn-eng.zip", {"cmn.txt": text, "_about.txt": b"about"})
     monkeypatch.setattr(corpora, "TATOEBA_URL", archive.as_uri())
     root = tmp_path / "data"
-    pairs = [p for split in ("train", "val", "test") for p in load_tatoeba(split, root=root)]
-    assert sorted(pairs) == sorted(load_tsv(TINY / "tiny.tsv"))
-    assert sorted(p.name for p in (root / "tatoeba").iterdir()) == ["cmn-eng.tsv"]  # zip and temporaries gone
+    assert load_tatoeba("test", root=root) == load_tatoeba("test", root=course_data)
+    assert sorted(p.name for p in (root / "tatoeba").iterdir()) == ["cmn-eng.tsv.gz"]  # zip and temporaries gone
 
 
-@pytest.mark.parametrize("members, error", [({"other.txt": b"x"}, "not the expected cmn.txt"),
-                                            ({"cmn.txt": b"Hi.\t\xe4\xbd\nBye.\tx\n"}, "not valid UTF-8"),
-                                            ({"cmn.txt": b"only one column\n"}, "1 tab-separated field")])
-def test_malformed_tatoeba_download_is_refused_and_not_installed(tmp_path, monkeypatch, members, error):
+@pytest.mark.parametrize("members, error, kind", [
+    ({"other.txt": b"x"}, "not the expected cmn.txt", CorpusFormatError),
+    ({"cmn.txt": (TINY / "tiny.tsv").read_bytes()}, "not the course's copy of Tatoeba", ChecksumError),  # another bundle
+    ({"cmn.txt": b"Hi.\t\xe4\xbd\nBye.\tx\n"}, "not the course's copy of Tatoeba", ChecksumError),
+])
+def test_a_tatoeba_download_other_than_the_course_copy_is_refused_and_not_installed(tmp_path, monkeypatch, members,
+                                                                                     error, kind):
     monkeypatch.setattr(corpora, "TATOEBA_URL", _zip(tmp_path / "bad.zip", members).as_uri())
-    with pytest.raises(CorpusFormatError, match=error):
+    with pytest.raises(kind, match=error):
         load_tatoeba("train", root=tmp_path / "data")
     assert not any(p.is_file() for p in (tmp_path / "data").rglob("*"))
 
@@ -359,7 +417,7 @@ def test_byte_order_mark_and_crlf_are_removed_and_gzip_is_read(tmp_path):
 
 def test_broken_gzip_and_missing_file_are_clear_errors(tmp_path):
     (tmp_path / "x.gz").write_bytes(b"not gzip")
-    with pytest.raises(CorpusFormatError, match="not a valid gzip file"):
+    with pytest.raises(CorpusFormatError, match="not a complete gzip file"):
         read_lines(tmp_path / "x.gz")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         read_lines(tmp_path / "missing.txt")
@@ -574,10 +632,10 @@ def test_batch_pins_memory_for_the_dataloader():
     assert collate([([5], [6])]).pin_memory().src.is_pinned()
 
 
-def test_dataloader_with_token_budget_covers_the_real_validation_set(shared_data, tmp_path):
-    train = load_multi30k("train", root=shared_data)
+def test_dataloader_with_token_budget_covers_the_real_validation_set(course_data, tmp_path):
+    train = load_multi30k("train", root=course_data)
     tok = train_tokenizer([s for pair in train for s in pair], tmp_path / "de_en", vocab_size=8000)
-    ds = TranslationDataset(load_multi30k("val", root=shared_data), tok, tok, max_len=64)
+    ds = TranslationDataset(load_multi30k("val", root=course_data), tok, tok, max_len=64)
     assert len(ds) == 1_014
     sampler = TokenBudgetBatchSampler(ds.lengths, max_tokens=1024, seed=0)
     loader = DataLoader(ds, batch_sampler=sampler, collate_fn=collate)
@@ -588,4 +646,4 @@ def test_dataloader_with_token_budget_covers_the_real_validation_set(shared_data
     assert all((b.tgt_in[:, 0] == BOS_ID).all() for b in batches)
     first = next(iter(DataLoader(ds, batch_sampler=TokenBudgetBatchSampler(ds.lengths, 1024, shuffle=False),
                                  collate_fn=collate)))
-    assert tok.decode(first.tgt_out[0]) in {en for _, en in load_multi30k("val", root=shared_data)}
+    assert tok.decode(first.tgt_out[0]) in {en for _, en in load_multi30k("val", root=course_data)}

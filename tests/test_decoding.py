@@ -171,7 +171,7 @@ def test_a_tiny_vocabulary_smaller_than_twice_the_beam_still_works():
 # ---------------------------------------------------------------- translate, on a checkpoint of configs/tiny.toml
 
 @pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory, shared_data):
+def tiny_checkpoint(tmp_path_factory, course_data):
     from test_train import tiny
     from transformer.train import load_checkpoint, train
     config = tiny(tmp_path_factory.mktemp("tiny"))

@@ -38,8 +38,8 @@ def test_group_references_keeps_first_seen_order_and_drops_duplicate_targets():
     assert group_references(pairs) == (["Hi.", "Bye."], [["你好。", "您好。"], ["再见。"]])
 
 
-def test_tatoeba_test_split_groups_into_unique_english_sentences(shared_data):
-    data = DataConfig(corpus="tatoeba", src_lang="en", tgt_lang="zh", data_dir=str(shared_data))
+def test_tatoeba_test_split_groups_into_unique_english_sentences(course_data):
+    data = DataConfig(corpus="tatoeba", src_lang="en", tgt_lang="zh", data_dir=str(course_data))
     pairs = split_pairs_for(data, "test")
     sources, refs = group_references(pairs)
     assert len(sources) == len({s for s, _ in pairs}) < len(pairs)

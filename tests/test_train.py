@@ -125,7 +125,7 @@ def test_bad_config_files_are_rejected_with_a_message_that_names_the_setting(tmp
 # ---------------------------------------------------------------- training, checkpoints, resume
 
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory, shared_data):
+def reference_run(tmp_path_factory, course_data):
     """configs/tiny.toml trained without interruption, with a checkpoint every 5 steps."""
     config = tiny(tmp_path_factory.mktemp("reference"), save_every=5)
     return config, train(config)
@@ -237,7 +237,7 @@ def test_a_missing_corpus_stops_with_the_folders_searched(tmp_path):
         train(config)
 
 
-def test_nan_loss_stops_training_and_leaves_the_last_good_checkpoint_untouched(shared_data, tmp_path, monkeypatch):
+def test_nan_loss_stops_training_and_leaves_the_last_good_checkpoint_untouched(course_data, tmp_path, monkeypatch):
     config = tiny(tmp_path, save_every=2, optim__max_steps=6)
     real_loss, calls = train_module.label_smoothed_loss, []
 
@@ -254,7 +254,7 @@ def test_nan_loss_stops_training_and_leaves_the_last_good_checkpoint_untouched(s
     assert all(torch.isfinite(t).all() for t in weights(config.out_dir).values())
 
 
-def test_the_command_line_trains_and_reports_bad_input_without_a_traceback(shared_data, tmp_path):
+def test_the_command_line_trains_and_reports_bad_input_without_a_traceback(course_data, tmp_path):
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "transformer", "train", *args], capture_output=True, text=True,
                               cwd=tmp_path, timeout=300)
@@ -316,7 +316,7 @@ def _ddp_worker(rank: int, world: int, port: int, out: str, tiny_dir: str) -> No
         dist.destroy_process_group()
 
 
-def test_two_gloo_processes_make_the_same_update_as_one_process_on_the_global_batch(shared_data, tmp_path):
+def test_two_gloo_processes_make_the_same_update_as_one_process_on_the_global_batch(course_data, tmp_path):
     config = tiny(tmp_path, optim__max_steps=3, optim__epochs=1)
     Path(tmp_path / "config.json").write_text(config.to_json())
     mp.spawn(_ddp_worker, args=(2, _free_port(), str(tmp_path), str(tmp_path)), nprocs=2, join=True)

@@ -11,6 +11,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from .corpora import CorpusNotFoundError
 from .decoding import SHIPPED_MODELS, load_translator, translate
 from .evaluation import evaluate_checkpoint
 from .train import NonFiniteLossError, TrainConfig, select_device, train
@@ -108,7 +109,7 @@ def _evaluate(args) -> int:
     try:
         report = evaluate_checkpoint(ckpt, args.split, beam_size=args.beam, alpha=args.alpha,
                                      batch_size=args.batch_size, out_dir=out_dir, limit=args.limit)
-    except ValueError as e:  # an unknown split, or a corpus without named splits
+    except (ValueError, CorpusNotFoundError) as e:  # an unknown split, a corpus without named splits, a missing or damaged file
         raise CommandError(str(e)) from None
     print(f"{args.model} on {args.split}: {report['sentences']} sentences, beam {report['beam_size']}, "
           f"alpha {report['alpha']}, {report['seconds']} s")

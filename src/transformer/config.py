@@ -90,7 +90,7 @@ class DataConfig:
     corpus: str = "multi30k"  # "multi30k", "tatoeba", "parallel" (two aligned files) or "tsv"
     src_lang: str = "de"
     tgt_lang: str = "en"
-    data_dir: str | None = None  # None: the loaders' search path (../shared/data, $TRANSFORMER_DATA, cache)
+    data_dir: str | None = None  # None: the loaders' search path ($TRANSFORMER_DATA, the repository's data/, cache)
     download: bool = True  # fetch a missing Multi30k/Tatoeba file (checksummed) into the cache
     train_files: list[str] = field(default_factory=list)  # "parallel": [src, tgt]; "tsv": [path]
     valid_files: list[str] = field(default_factory=list)
