@@ -55,7 +55,7 @@ def test_the_clone_imports_its_own_package_and_finds_its_own_data(clone):
 
 def test_chapter_09_passes_nbval_in_the_clone(clone):
     course, env = clone
-    result = run(course, env, "-m", "pytest", *_pytest_options(), "-q", "notebooks/09_data.ipynb")
+    result = run(course, env, "-m", "pytest", *_pytest_options(), "-o", "addopts=", "-q", "notebooks/09_data.ipynb")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
 

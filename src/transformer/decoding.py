@@ -25,11 +25,16 @@ SHIPPED_MODELS = ("multi30k-de-en", "tatoeba-en-zh")
 
 
 def models_dir() -> Path:
-    """Where the shipped models live: `$TRANSFORMER_MODELS`, else `models/` of this checkout."""
-    import transformer  # the package's own location: <checkout>/src/transformer/__init__.py
+    """Where the shipped models live: `$TRANSFORMER_MODELS` if set, else the copy inside an installed
+    wheel (`transformer/_shipped/models`), else `models/` of this checkout (an editable install)."""
+    import transformer  # the package's own location: <checkout>/src/transformer/ or <site-packages>/transformer/
 
     env = os.environ.get("TRANSFORMER_MODELS")
-    return Path(env) if env else Path(transformer.__file__).resolve().parents[2] / "models"
+    if env:
+        return Path(env)
+    package = Path(transformer.__file__).resolve().parent
+    shipped = package / "_shipped" / "models"  # written by setup.py's build step, only into a wheel
+    return shipped if shipped.is_dir() else package.parents[1] / "models"
 
 
 def load_translator(model: str | Path = "multi30k-de-en", device: str | torch.device = "cpu"):
@@ -43,8 +48,11 @@ def load_translator(model: str | Path = "multi30k-de-en", device: str | torch.de
     if not path.exists() and str(model) in SHIPPED_MODELS:
         path = models_dir() / str(model)
         if not path.exists():
-            raise FileNotFoundError(f"the shipped model {model} is not in {models_dir()}: use a checkout of the course "
-                                    "(or set TRANSFORMER_MODELS to the folder that holds it)")
+            todo = ("TRANSFORMER_MODELS points there: set it to the folder that holds the shipped models, or unset it"
+                    if os.environ.get("TRANSFORMER_MODELS") else
+                    "install the package from the course's repository (`pip install /path/to/the/repo` copies both "
+                    "models into it), or set TRANSFORMER_MODELS to a folder that holds them")
+            raise FileNotFoundError(f"the shipped model {model} is not in {models_dir()}: {todo}")
     if not path.exists():
         raise FileNotFoundError(f"no model at {model}: give a shipped name ({', '.join(SHIPPED_MODELS)}) "
                                 "or the directory of a run or checkpoint written by `transformer train`")

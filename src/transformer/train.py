@@ -209,12 +209,12 @@ def _train(config: TrainConfig, resume: bool, info: DistInfo, device: torch.devi
         if state["world_size"] != info.world_size:
             raise ValueError(f"the checkpoint was written by {state['world_size']} process(es) but this run has "
                              f"{info.world_size}: resume with the same number, so each sees the same batches")
-    if info.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-
-    # Data: sentence pairs, tokenizers (trained on the training split only), token ids.
+    # Data: sentence pairs, tokenizers (trained on the training split only), token ids. The pairs are
+    # read before anything is written, so a missing or damaged corpus leaves no run folder behind.
     d, o = config.data, config.optim
     train_pairs, valid_pairs = load_pairs(d, "train"), load_pairs(d, "valid")
+    if info.is_main:
+        out.mkdir(parents=True, exist_ok=True)
     tokenizer_files = _tokenizers_for_run(config, train_pairs, out / "tokenizer", info, previous)
     src_tok, tgt_tok = _load_tokenizers(next(iter(tokenizer_files.values())).parent)
     train_set = TranslationDataset(train_pairs, src_tok, tgt_tok, d.max_len)
