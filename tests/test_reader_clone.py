@@ -1,6 +1,6 @@
 """A reader's clone is all the course needs.
 
-A fresh `git clone` of this repository into a temporary folder, with nothing beside it (no `../shared`),
+A fresh `git clone` of this repository into a temporary folder, with nothing beside it (no folder of corpora beside it),
 `HOME` an empty folder (no cache, no config) and every download refused (proxies pointing at a closed
 port), must run chapter 09 under nbval, evaluate the shipped English→Chinese model on the Tatoeba test
 split and train the tiny config. A damaged file in the clone's `data/` must stop the command line with one
@@ -99,3 +99,19 @@ def test_a_damaged_data_file_is_one_line_with_the_fix(clone, tmp_path, relpath, 
     finally:
         subprocess.run(["git", "checkout", "--", "data/"], cwd=course, check=True)
     assert target.read_bytes() == raw  # the fix the message names restores the file
+
+
+def test_no_file_of_the_project_refers_to_a_folder_beside_the_checkout():
+    """The course's corpora used to come from a `shared` folder beside the checkout, which a reader's clone
+    lacks. No tracked file may name it again (the pattern is assembled so this file does not match itself)."""
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout (or no git): no list of tracked files")
+    pattern = "../" + "shared"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    offenders = []
+    for name in filter(None, tracked.decode().split("\0")):
+        path = ROOT / name
+        if path.is_file() and path.suffix not in (".gz", ".safetensors", ".model", ".png", ".woff", ".woff2"):
+            if pattern in path.read_text(encoding="utf-8", errors="ignore"):
+                offenders.append(name)
+    assert not offenders, f"these files refer to {pattern}: {offenders}"
