@@ -1,6 +1,6 @@
 """A reader's clone is all the course needs.
 
-A fresh `git clone` of this repository into a temporary folder, with nothing beside it (no folder of corpora beside it),
+A fresh `git clone` of this repository into a temporary folder, with nothing beside it (no folder of corpora),
 `HOME` an empty folder (no cache, no config) and every download refused (proxies pointing at a closed
 port), must run chapter 09 under nbval, evaluate the shipped English→Chinese model on the Tatoeba test
 split and train the tiny config. A damaged file in the clone's `data/` must stop the command line with one
