@@ -173,7 +173,7 @@ class Batch:
         """Source tokens, padding excluded."""
         return int((self.src != self.pad_id).sum())
 
-
+# %% ../../notebooks/09_data.ipynb #collate-fn
 def collate(batch: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = PAD_ID, bos_id: int = BOS_ID,
             eos_id: int = EOS_ID) -> Batch:
     """Pad a list of (src_ids, tgt_ids) into a `Batch`: src (B, S), tgt_in = bos + tgt (B, T), tgt_out = tgt + eos (B, T).
