@@ -88,9 +88,9 @@ def test_a_missing_or_corrupt_model_directory_is_a_one_line_error(tiny_run, tmp_
     shutil.copytree(tiny_run / "checkpoints" / (tiny_run / "checkpoints" / "latest").read_text().strip(), broken)
     weights = broken / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # truncated, as by a failed copy
-    one_line_error(transformer("translate", "--model", str(broken), "Hallo"), "cannot be loaded", str(broken))
+    one_line_error(transformer("translate", "--model", str(broken), "Hallo"), "damaged or was cut short", str(broken))
     (broken / "model_config.json").write_text("{not json")
-    one_line_error(transformer("evaluate", "--model", str(broken), "--split", "val"), "cannot be loaded")
+    one_line_error(transformer("evaluate", "--model", str(broken), "--split", "val"), "model_config.json is damaged")
 
 
 def test_bad_numbers_and_an_unknown_split_are_one_line_errors(tiny_run):

@@ -2,7 +2,7 @@
 
     python tools/ship_model.py measure --run runs/multi30k-small [--last 8] [--limit 0]
     python tools/ship_model.py ship --run runs/multi30k-small --checkpoints step-A step-B ... --to models/multi30k-de-en \
-        --beam 4 --alpha 1.0
+        --beam 4 --alpha 1.0 [--replace]
 
 `measure` scores, on the run's validation split and never on a test split: every kept checkpoint
 alone (greedy, the quickest signal), the average of the last n checkpoints for n = 2, 4, 6, ...,
@@ -13,9 +13,15 @@ weights as float16 safetensors (loaded back to float32), the model and training 
 tokenizer model(s), the run's metrics.csv and selection.json, and decoding.json (the beam size and
 length penalty that `translate` uses by default). The model card (README.md) is written by hand from
 the measured numbers.
+
+`ship` refuses a `--to` folder that exists, unless `--replace`: then the new model is written into a fresh
+folder beside it, loaded back from there, and only then swapped in for the old folder (two renames), so no
+file of the old model (a stale tokenizer, an old model card) survives and a failed ship changes nothing.
+Bad input ends in one `error:` line and exit status 2.
 """
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -24,6 +30,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_model
 
+from transformer.errors import InputError, TransformerError
 from transformer.evaluation import evaluate_checkpoint
 from transformer.train import Checkpoint, load_checkpoint
 
@@ -87,10 +94,34 @@ def measure(args) -> None:
 
 def ship(args) -> None:
     run, out = Path(args.run), Path(args.to)
+    if out.exists() and not args.replace:
+        raise InputError(f"{out} exists: ship into a new folder, or pass --replace to replace it whole (no file "
+                               "of it is kept, its model card README.md included)")
     paths = [run / "checkpoints" / name for name in args.checkpoints]
     ckpt = averaged(paths) if len(paths) > 1 else load_checkpoint(paths[0])
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".ship-", dir=out.parent))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.ship-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)  # mkdtemp's folder is private (0700); the shipped one is an ordinary folder
+    try:
+        _write_model(ckpt, run, paths, args, tmp)
+        back = load_checkpoint(tmp)  # the new folder loads on its own before it replaces anything
+        assert next(back.model.parameters()).dtype == torch.float32
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if out.exists():
+        os.replace(out, old)  # the old folder steps aside; a crash right here leaves it under this name
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+    size = sum(f.stat().st_size for f in out.iterdir())
+    print(f"shipped {out}: {size / 1e6:.1f} MB, weights averaged over {len(paths)} checkpoint(s)")
+
+
+def _write_model(ckpt: Checkpoint, run: Path, paths: list[Path], args, tmp: Path) -> None:
+    """Write the shipped model's files into the fresh folder `tmp`."""
     half = ckpt.model.half()
     save_model(half, str(tmp / "model.safetensors"))  # float16: half the size; load_checkpoint reads it as float32
     for name in ("model_config.json", "train_config.json", "tokenizer.model", "src_tokenizer.model",
@@ -102,16 +133,9 @@ def ship(args) -> None:
         shutil.copyfile(run / "selection.json", tmp / "selection.json")
     (tmp / "averaged_checkpoints.json").write_text(json.dumps([p.name for p in paths], indent=1) + "\n")
     (tmp / "decoding.json").write_text(json.dumps({"beam_size": args.beam, "alpha": args.alpha}) + "\n")
-    for f in tmp.iterdir():
-        shutil.move(str(f), out / f.name)
-    tmp.rmdir()
-    back = load_checkpoint(out)
-    assert next(back.model.parameters()).dtype == torch.float32
-    size = sum(f.stat().st_size for f in out.iterdir())
-    print(f"shipped {out}: {size / 1e6:.1f} MB, weights averaged over {len(paths)} checkpoint(s)")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     m = commands.add_parser("measure")
@@ -125,10 +149,15 @@ def main() -> int:
     s.add_argument("--to", required=True)
     s.add_argument("--beam", type=int, default=4, help="the recommended beam size (written to decoding.json)")
     s.add_argument("--alpha", type=float, default=0.6, help="the recommended length penalty (decoding.json)")
+    s.add_argument("--replace", action="store_true", help="replace the --to folder if it exists (all of it)")
     s.set_defaults(fn=ship)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_grad_enabled(False)
-    args.fn(args)
+    try:
+        args.fn(args)
+    except TransformerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

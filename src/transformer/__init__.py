@@ -8,6 +8,9 @@ edit). This file is the public surface: what a reader imports.
 training module, whose entry point is `transformer.train.train(config)`.
 
 To translate: `transformer.translate(transformer.load_translator("multi30k-de-en"), ["Ein Hund läuft."])`.
+
+A problem with what the user gives (a setting, a corpus file, a model folder, an argument) raises one of the
+package's own errors, `TransformerError` and its family in `transformer.errors`; anything else is a bug.
 """
 __version__ = "0.1.0"
 
@@ -18,6 +21,7 @@ from transformer.decoder import Decoder, DecoderLayer
 from transformer.decoding import Hypothesis, beam_search, greedy_decode, load_translator, translate
 from transformer.evaluation import corpus_bleu, corpus_chrf, evaluate_checkpoint
 from transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
+from transformer.errors import CheckpointError, ConfigError, CorpusError, InputError, TransformerError
 from transformer.encoder import Encoder, EncoderLayer, FeedForward
 from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer, TransformerConfig
@@ -37,4 +41,5 @@ __all__ = [
     "load_translator", "greedy_decode", "beam_search", "Hypothesis", "translate",
     "corpus_bleu", "corpus_chrf", "evaluate_checkpoint",
     "attention_maps", "AttentionMaps", "plot_attention",
+    "TransformerError", "ConfigError", "CorpusError", "CheckpointError", "InputError",
 ]

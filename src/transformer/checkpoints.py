@@ -5,8 +5,10 @@ __all__ = ['save_training_state', 'load_training_state', 'latest_checkpoint', 'c
            'save_checkpoint', 'Checkpoint', 'resolve_checkpoint', 'load_checkpoint']
 
 # %% ../../notebooks/93_checkpoints.ipynb #6c507b69
+import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -14,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import Tensor
 
-from .config import TrainConfig
+from .config import TrainConfig, parse_config
+from .errors import CheckpointError, CheckpointNotFoundError, ConfigError
 from .model import Transformer, TransformerConfig
 from .tokenizer import Tokenizer, _atomic_write_bytes
 
@@ -75,12 +78,32 @@ def _write_text_atomically(path: Path, text: str) -> None:
     _atomic_write_bytes(path, text.encode("utf-8"))  # the tokenizer's atomic write: temp file, fsync, rename
 
 
-def latest_checkpoint(checkpoints: Path, pointer: str = "latest") -> Path | None:
-    """The checkpoint directory that `checkpoints/latest` (or `best`) names, or None."""
+_CHECKPOINT_NAME = re.compile(r"\w[\w.-]*")  # one folder name: no path separator, never "." or ".."
+
+
+def _pointer_name(checkpoints: Path, pointer: str) -> str | None:
+    """The checkpoint name that the pointer file `checkpoints/<pointer>` holds, or None if there is no such file.
+
+    A pointer names a folder beside it and nothing else: a path, `..`, or a link that leads out of `checkpoints`
+    is refused (`CheckpointError`), so that a pointer file cannot send the loader elsewhere on the disk.
+    """
     p = Path(checkpoints) / pointer
     if not p.is_file():
         return None
-    target = Path(checkpoints) / p.read_text().strip()
+    name = p.read_bytes()[:256].decode("utf-8", errors="replace").strip()
+    named = _CHECKPOINT_NAME.fullmatch(name) is not None  # checked first: a path with a NUL cannot even be resolved
+    if not (named and (Path(checkpoints) / name).resolve().parent == Path(checkpoints).resolve()):
+        raise CheckpointError(f"{p} holds {name[:60]!r}, not the name of a checkpoint folder beside it (such as "
+                              "step-00000026): write the name of one of the step-* folders into it")
+    return name
+
+
+def latest_checkpoint(checkpoints: Path, pointer: str = "latest") -> Path | None:
+    """The checkpoint directory that `checkpoints/latest` (or `best`) names; None if no pointer or no weights."""
+    name = _pointer_name(checkpoints, pointer)
+    if name is None:
+        return None
+    target = Path(checkpoints) / name
     return target if (target / "model.safetensors").is_file() else None
 
 
@@ -108,9 +131,13 @@ def resumable_checkpoint(checkpoints: Path) -> Path | None:
     """The newest intact checkpoint under `checkpoints` (the `latest` one first), or None if there is none at all.
 
     A damaged checkpoint (a copy cut short, a disk that filled up) is named on stderr and skipped; if
-    checkpoints exist but none is intact, raises FileNotFoundError naming each problem.
+    checkpoints exist but none is intact, raises `CheckpointNotFoundError` naming each problem.
     """
-    latest = latest_checkpoint(checkpoints)
+    try:
+        latest = latest_checkpoint(checkpoints)
+    except CheckpointError as e:  # a pointer to no folder beside it: the step-* folders still say which is newest
+        print(f"warning: {e}; resuming from the newest intact step-* folder instead", file=sys.stderr)
+        latest = None
     steps = sorted((p for p in Path(checkpoints).glob("step-*") if p.is_dir()), reverse=True)
     candidates = ([latest] if latest else []) + [p for p in steps if p != latest]
     problems = []
@@ -124,8 +151,8 @@ def resumable_checkpoint(checkpoints: Path) -> Path | None:
         print(f"warning: checkpoint {candidate / problem.split(':')[0]} is damaged: {problem}; "
               "trying an older checkpoint", file=sys.stderr)
     if problems:
-        raise FileNotFoundError(f"no intact checkpoint under {checkpoints}: {'; '.join(problems)}. Start a new run "
-                                "in another out_dir, or restore a copy of the checkpoints")
+        raise CheckpointNotFoundError(f"no intact checkpoint under {checkpoints}: {'; '.join(problems)}. Start a new "
+                                      "run in another out_dir, or restore a copy of the checkpoints")
     return None
 
 
@@ -186,28 +213,163 @@ def resolve_checkpoint(path: str | Path, pointer: str = "latest") -> Path:
     for candidate in (path, path / "checkpoints"):
         if (candidate / "model.safetensors").is_file():
             return candidate
-        found = latest_checkpoint(candidate, pointer)
-        if found is not None:
-            return found
-    raise FileNotFoundError(f"no checkpoint found at {path}: give a run's out_dir or a checkpoint directory "
-                            "(one holding model.safetensors)")
+        name = _pointer_name(candidate, pointer)
+        if name is not None:
+            if (candidate / name / "model.safetensors").is_file():
+                return candidate / name
+            raise CheckpointNotFoundError(f"{candidate / pointer} names {name}, but {candidate / name} holds no "
+                                          "model.safetensors: write the name of one of the step-* folders into it")
+    raise CheckpointNotFoundError(f"no checkpoint found at {path}: give a run's out_dir or a checkpoint directory "
+                                  "(one holding model.safetensors)")
 
 
-def _load_tokenizers(directory: Path) -> tuple[Tokenizer, Tokenizer]:
-    if (directory / "tokenizer.model").is_file():
-        tok = Tokenizer.load(directory / "tokenizer.model")
-        return tok, tok
-    return Tokenizer.load(directory / "src_tokenizer.model"), Tokenizer.load(directory / "tgt_tokenizer.model")
+def _read_json(path: Path) -> dict:
+    """One of a checkpoint's JSON files, as a dict; `CheckpointError` names the file if it is missing or damaged."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing: the checkpoint is incomplete; copy it again, or use another "
+                              "checkpoint") from None
+    except OSError as e:
+        raise CheckpointError(f"{path} cannot be read: {e.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} is damaged, not JSON ({e}): copy the checkpoint again, or use another "
+                              "checkpoint") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path} holds a JSON {type(data).__name__}, not an object of settings: copy the "
+                              "checkpoint again, or use another checkpoint")
+    return data
+
+
+def _read_model_config(directory: Path) -> TransformerConfig:
+    path = directory / "model_config.json"
+    data = _read_json(path)
+    unknown = sorted(set(data) - {f.name for f in dataclasses.fields(TransformerConfig)})
+    try:
+        if unknown:
+            raise ConfigError(f"unknown setting(s) {unknown}")
+        return parse_config(TransformerConfig, data)  # strict: types checked, then the model's own checks
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: {e}; copy the model_config.json that was saved with these weights") from None
+
+
+def _read_train_config(directory: Path) -> TrainConfig:
+    path = directory / "train_config.json"
+    try:
+        return TrainConfig.from_dict(_read_json(path))
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: {e}; copy the train_config.json that was saved with these weights") from None
+
+
+_FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")  # safetensors' names: a model's weights are one of these
+
+
+def _stored_tensors(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """{name: (dtype, shape)} of every tensor in a safetensors file, read from its header (no weight is read).
+
+    Opening the file checks that every tensor the header lists lies inside it, so a copy cut short is caught here.
+    """
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape())) for k in f.keys()}
+    except (SafetensorError, OSError) as e:  # missing, truncated, or not safetensors at all
+        raise CheckpointError(f"{path} cannot be read ({e}): the file is damaged or was cut short; copy it again, "
+                              "or use another checkpoint") from None
+
+
+def _sizes_in(stored: dict) -> dict[str, int]:
+    """The model sizes that the stored shapes fix: {"d_model": ..., "d_ff": ..., vocabularies, layer counts}."""
+    sizes = {f"num_{part}_layers": len({k.split(".")[2] for k in stored if k.startswith(f"{part}.layers.")})
+             for part in ("encoder", "decoder")}
+    for size, name, dim in (("d_model", "encoder.layers.0.self_attn.W_q.weight", 1),
+                            ("d_ff", "encoder.layers.0.feed_forward.linear1.weight", 0),
+                            ("src_vocab_size", "src_embed.embedding.weight", 0),  # absent when shared with the target
+                            ("tgt_vocab_size", "generator.bias", 0)):
+        if name in stored and len(stored[name][1]) > dim:
+            sizes[size] = stored[name][1][dim]
+    return sizes
+
+
+def _check_stored(stored: dict, config: TransformerConfig, path: Path) -> None:
+    """Refuse weights that are not floating point, or whose sizes are not those of model_config.json."""
+    for name, (dtype, _) in stored.items():
+        if dtype not in _FLOAT_DTYPES:
+            raise CheckpointError(f"{path}: tensor {name!r} is stored as {dtype}, but a model's weights are floating "
+                                  f"point ({', '.join(_FLOAT_DTYPES)}): this file does not hold trained weights; copy "
+                                  "or train them again")
+    wrong = {k: v for k, v in _sizes_in(stored).items() if getattr(config, k) != v}
+    if wrong:
+        said = ", ".join(f"{k}={getattr(config, k)}" for k in wrong)
+        held = ", ".join(f"{k}={v}" for k, v in wrong.items())
+        raise CheckpointError(f"{path.with_name('model_config.json')} does not match the weights beside it: it says "
+                              f"{said}, but {path.name} holds {held}; copy the model_config.json that was saved with "
+                              "these weights")
+
+
+def _load_weights(model: Transformer, path: Path, device: str | torch.device = "cpu") -> None:
+    """Load a safetensors file into `model`, after checking that it holds this model's weights, all finite."""
+    stored = _stored_tensors(path)
+    _check_stored(stored, model.config, path)
+    expected = model.state_dict()
+    differ = [n for n in stored if n not in expected or tuple(expected[n].shape) != stored[n][1]]
+    present = {expected[n].data_ptr() for n in stored if n in expected}  # a tied weight is stored under one name
+    missing = [n for n, t in expected.items() if n not in stored and t.data_ptr() not in present]
+    if differ or missing:
+        first = differ[0] if differ else missing[0]
+        raise CheckpointError(f"{path} and model_config.json describe different models: {len(differ)} stored "
+                              f"tensor(s) differ in name or shape and {len(missing)} are missing (the first: "
+                              f"{first!r}); copy the model_config.json that was saved with these weights")
+    load_model(model, str(path), device=str(device))
+    state = model.state_dict()
+    for name in stored:
+        bad = ~torch.isfinite(state[name])
+        if bad.any():
+            raise CheckpointError(f"{path}: tensor {name!r} holds {int(bad.sum())} NaN or infinite value(s) of "
+                                  f"{bad.numel()}: the weights are damaged, or the run that wrote them diverged; use "
+                                  "an earlier checkpoint")
+
+
+def _load_tokenizers(directory: Path, shared: bool | None = None) -> tuple[Tokenizer, Tokenizer]:
+    """(source, target) tokenizers: one `tokenizer.model` for a shared vocabulary, else `src_/tgt_tokenizer.model`.
+
+    `shared=None`: whichever the directory holds.
+    """
+    if shared is None:
+        shared = (directory / "tokenizer.model").is_file()
+    names = ("tokenizer.model",) if shared else ("src_tokenizer.model", "tgt_tokenizer.model")
+    tokenizers = []
+    for name in names:
+        if not (directory / name).is_file():
+            kind = "one shared vocabulary" if shared else "two vocabularies"
+            raise CheckpointError(f"{directory / name} is missing: a model with {kind} needs {' and '.join(names)} "
+                                  "beside its weights; copy the one saved with them")
+        try:
+            tokenizers.append(Tokenizer.load(directory / name))
+        except ValueError as e:  # not a sentencepiece model, or not the course's special ids
+            raise CheckpointError(f"{directory / name}: {e}") from None
+    return (tokenizers[0], tokenizers[0]) if shared else (tokenizers[0], tokenizers[1])
 
 
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", pointer: str = "latest") -> Checkpoint:
-    """Load a trained model (in eval mode) and its tokenizers, without unpickling anything."""
+    """Load a trained model (in eval mode) and its tokenizers, without unpickling anything.
+
+    Every file is checked before it is used: a missing or damaged file, weights that are not floating point or
+    not finite, a model_config.json that does not match the weights, or a tokenizer of another vocabulary
+    raises `CheckpointError`, naming the file.
+    """
     directory = resolve_checkpoint(path, pointer)
-    model_config = TransformerConfig.from_json((directory / "model_config.json").read_text())
+    model_config = _read_model_config(directory)
+    train_config = _read_train_config(directory)
+    _check_stored(_stored_tensors(directory / "model.safetensors"), model_config, directory / "model.safetensors")
+    src_tok, tgt_tok = _load_tokenizers(directory, shared=train_config.data.shared_vocab)
+    for tok, side, size in ((src_tok, "source", model_config.src_vocab_size),
+                            (tgt_tok, "target", model_config.tgt_vocab_size)):
+        if tok.vocab_size != size:
+            raise CheckpointError(f"{tok.model_path} has {tok.vocab_size} pieces, but model_config.json gives the "
+                                  f"{side} vocabulary {size}: it is not the tokenizer these weights were trained "
+                                  "with; copy the one saved with them")
     model = Transformer(model_config)
-    load_model(model, str(directory / "model.safetensors"), device=str(device))
-    src_tok, tgt_tok = _load_tokenizers(directory)
-    train_config = TrainConfig.from_json((directory / "train_config.json").read_text())
+    _load_weights(model, directory / "model.safetensors", device)
     return Checkpoint(model.to(device).eval(), src_tok, tgt_tok, train_config, directory)
 
 # %% ../../notebooks/93_checkpoints.ipynb #8a65a530

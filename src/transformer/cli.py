@@ -6,35 +6,58 @@ __all__ = ['CommandError', 'read_lines', 'build_parser', 'main']
 # %% ../../notebooks/90_command_line.ipynb #c616d3f7
 import argparse
 import dataclasses
+import math
 import os
 import sys
-import warnings
 from pathlib import Path
 
-from .corpora import CorpusNotFoundError
+from .config import TrainConfig
 from .decoding import SHIPPED_MODELS, load_translator, translate
+from .distributed import select_device
+from .errors import InputError, TransformerError  # the package's copies of the classes above: what it raises
 from .evaluation import evaluate_checkpoint
-from .train import NonFiniteLossError, TrainConfig, select_device, train
+from .train import NonFiniteLossError, train
 
 # %% ../../notebooks/90_command_line.ipynb #c9c1d6a8
-class CommandError(Exception):
-    """A problem with the user's input: printed as one `error: ...` line, exit status 2."""
+class CommandError(InputError):
+    """A problem with the command's own input (an option, standard input): one `error: ...` line, exit status 2."""
+
+
+def _refuse_nul(text: str, source: str) -> None:
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise CommandError(f"{source} holds a NUL byte on line {line}: it is binary data or UTF-16, not UTF-8 text "
+                           "(convert it first, e.g. iconv -f utf-16 -t utf-8)")
 
 
 def read_lines(data: bytes, source: str = "standard input") -> list[str]:
-    """Bytes of text -> its lines, without line endings (a final newline adds no empty line).
+    """Bytes of text -> its lines, without line endings (a final newline adds no empty line, a leading BOM goes).
 
-    Raises CommandError naming the first byte that is not UTF-8.
+    Raises CommandError naming the first byte that is not UTF-8, or the line that holds a NUL byte.
     """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CommandError(f"{source} is not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start} "
                            "(convert it first, e.g. iconv -f latin1 -t utf-8)") from None
+    _refuse_nul(text, source)
+    text = text.removeprefix("\ufeff")  # a byte-order mark is no part of the first sentence
     lines = text.split("\n")  # only "\n" ends a line: str.splitlines() would also split at U+2028, \x1c, ...
     if lines[-1] == "":
         lines.pop()  # a final newline ends the last line; it starts no new one
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _arguments(texts: list[str]) -> list[str]:
+    """Sentences given as arguments; bytes that are not UTF-8 reach Python as lone surrogates, and are refused."""
+    for i, text in enumerate(texts, start=1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise CommandError(f"argument {i} is not UTF-8: character {e.start + 1} is a byte that no UTF-8 text "
+                               "holds (convert it first, e.g. iconv -f latin1 -t utf-8)") from None
+        _refuse_nul(text, f"argument {i}")
+    return texts
 
 
 def _positive(name: str, value: int) -> int:
@@ -43,36 +66,30 @@ def _positive(name: str, value: int) -> int:
     return value
 
 
+def _length_penalty(value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise CommandError(f"--alpha must be a finite number >= 0 (0: no length penalty), got {value}")
+    return value
+
+
 def _load(model: str, device: str):
-    """A shipped model or a run/checkpoint directory, with a one-line error for anything missing or broken."""
-    try:
-        device = select_device(device)
-    except ValueError as e:
-        raise CommandError(str(e)) from None
-    try:
-        return load_translator(model, device)
-    except FileNotFoundError as e:
-        raise CommandError(str(e)) from None
-    except Exception as e:  # a truncated or corrupt file: safetensors, JSON or sentencepiece says why
-        raise CommandError(f"the model at {model} cannot be loaded ({type(e).__name__}: {e}); "
-                           "it may be incomplete: copy or train it again") from None
+    """A shipped model or a run/checkpoint directory: `load_translator` checks every file and names what is wrong."""
+    return load_translator(model, select_device(device))
 
 # %% ../../notebooks/90_command_line.ipynb #ca1de245
 def _train(args) -> int:
+    config = TrainConfig.from_toml(args.config)
+    overrides = {"device": args.device, "out_dir": args.out_dir}
+    config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
+    if args.max_steps is not None:
+        config.optim.max_steps = args.max_steps
+    if args.no_progress:
+        config.progress = False
     try:
-        config = TrainConfig.from_toml(args.config)
-        overrides = {"device": args.device, "out_dir": args.out_dir}
-        config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
-        if args.max_steps is not None:
-            config.optim.max_steps = args.max_steps
-        if args.no_progress:
-            config.progress = False
-        result = train(config, resume=args.resume)
+        result = train(config, resume=args.resume)  # checks the config again, with the overrides
     except NonFiniteLossError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3
-    except (ValueError, FileNotFoundError, FileExistsError) as e:
-        raise CommandError(str(e)) from None
     if int(os.environ.get("RANK", 0)) == 0:
         last = result.history[-1] if result.history else {}
         summary = ", ".join(f"{k}={last[k]:.4f}" for k in ("loss", "valid_loss", "valid_ppl") if k in last)
@@ -86,7 +103,8 @@ def _translate(args) -> int:
     _positive("--batch-size", args.batch_size)
     if args.max_len is not None:
         _positive("--max-len", args.max_len)
-    lines = args.text if args.text else read_lines(sys.stdin.buffer.read())
+    _length_penalty(args.alpha)
+    lines = _arguments(args.text) if args.text else read_lines(sys.stdin.buffer.read())
     ckpt = _load(args.model, args.device)
     limits = dict(max_len_a=0.0, max_len_b=args.max_len) if args.max_len else {}
 
@@ -104,13 +122,13 @@ def _evaluate(args) -> int:
     if args.beam is not None:
         _positive("--beam", args.beam)
     _positive("--batch-size", args.batch_size)
+    _length_penalty(args.alpha)
+    if args.limit < 0:
+        raise CommandError(f"--limit must be >= 0 (0, the default, scores every sentence), got {args.limit}")
     ckpt = _load(args.model, args.device)
     out_dir = args.out_dir or Path("evaluation") / Path(args.model).name
-    try:
-        report = evaluate_checkpoint(ckpt, args.split, beam_size=args.beam, alpha=args.alpha,
-                                     batch_size=args.batch_size, out_dir=out_dir, limit=args.limit)
-    except (ValueError, CorpusNotFoundError) as e:  # an unknown split, a corpus without named splits, a missing or damaged file
-        raise CommandError(str(e)) from None
+    report = evaluate_checkpoint(ckpt, args.split, beam_size=args.beam, alpha=args.alpha,
+                                 batch_size=args.batch_size, out_dir=out_dir, limit=args.limit)
     print(f"{args.model} on {args.split}: {report['sentences']} sentences, beam {report['beam_size']}, "
           f"alpha {report['alpha']}, {report['seconds']} s")
     for s in report["scores"]:
@@ -137,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="*", help="sentences to translate; none: read standard input, one per line")
     p.add_argument("--model", default=SHIPPED_MODELS[0], help=model_help + f" (default {SHIPPED_MODELS[0]})")
     p.add_argument("--beam", type=int, help="beam size; 1 is greedy decoding (default: the model's decoding.json, else 4)")
-    p.add_argument("--alpha", type=float, help="length penalty exponent (default: the model's decoding.json, else 0.6)")
+    p.add_argument("--alpha", type=float, help="length penalty exponent, >= 0 (default: the model's decoding.json, "
+                   "else 0.6)")
     p.add_argument("--max-len", type=int, help="at most this many output tokens per sentence "
                    "(default: 1.5 x the source length + 10)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default 64)")
@@ -148,9 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=SHIPPED_MODELS[0], help=model_help)
     p.add_argument("--split", required=True, help="e.g. test_2016_flickr or val (Multi30k), test (Tatoeba)")
     p.add_argument("--beam", type=int, help="beam size; 1 is greedy decoding (default: the model's decoding.json, else 4)")
-    p.add_argument("--alpha", type=float, help="length penalty exponent (default: the model's decoding.json, else 0.6)")
+    p.add_argument("--alpha", type=float, help="length penalty exponent, >= 0 (default: the model's decoding.json, "
+                   "else 0.6)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default 64)")
-    p.add_argument("--limit", type=int, default=0, help="score only the first N sentences (default: all)")
+    p.add_argument("--limit", type=int, default=0, help="score only the first N sentences (default 0: all of them)")
     p.add_argument("--out-dir", type=Path, help="where <split>.hyp and <split>.json go "
                    "(default: evaluation/<model name>)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)")
@@ -158,11 +178,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(message: str) -> str:
+    """A message on one line: a list under a colon (as `check_resume_compatible` writes) joined with semicolons."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    for line in lines[1:]:
+        text += (" " if text.endswith(":") else "; ") + line
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`transformer train | translate | evaluate ...`: returns the exit status (2 for bad input)."""
+    """`transformer train | translate | evaluate ...`: returns the exit status (2 for bad input).
+
+    The package's own errors (`TransformerError`) become one `error: ...` line; any other exception is a bug,
+    and keeps its traceback.
+    """
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except CommandError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except TransformerError as e:
+        print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2

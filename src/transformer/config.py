@@ -7,12 +7,15 @@ __all__ = ['parse_config', 'DataConfig', 'OptimConfig', 'TrainConfig', 'check_re
 import dataclasses
 import functools
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
+from .corpora import MULTI30K_SPLITS
+from .errors import ConfigError
 from .model import TransformerConfig
 
 # %% ../../notebooks/92_configuration.ipynb #82236b93
@@ -42,7 +45,13 @@ def _locate(cls, loc: tuple, prefix: str = "") -> tuple[str, object]:
     return where, tp
 
 
-def _config_error(err: ValidationError, cls, prefix: str = "") -> ValueError:
+def _shown(value) -> str:
+    """A value as the error message quotes it: its repr, cut to one short line."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
     """Turn pydantic's report into one sentence that names the setting (the first problem only)."""
     errors = err.errors()
     unknown = [e for e in errors if e["type"] in ("unexpected_keyword_argument", "extra_forbidden")]
@@ -52,15 +61,20 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ValueError:
         keys = sorted(str(e["loc"][-1]) for e in unknown if e["loc"][:-1] == loc)
         place = f"in [{where}]" if where else "at the top level"
         known = [f.name for f in dataclasses.fields(section)]
-        return ValueError(f"unknown setting(s) {keys} {place}; the known settings there are {known}")
+        return ConfigError(f"unknown setting(s) {keys} {place}; the known settings there are {known}")
     e = errors[0]
+    if e["type"] == "json_invalid":  # text that JSON cannot carry: a lone surrogate, from a file that is not UTF-8
+        return ConfigError(f"{prefix or 'the config'} holds text that is not valid Unicode ({e['ctx']['error']})")
     if e["type"] == "value_error":  # raised by TrainConfig.validate, with its own message
-        return ValueError(str(e["ctx"]["error"]))
+        return ConfigError(str(e["ctx"]["error"]))
     loc = e["loc"][:-1] if e["type"] == "missing" else e["loc"]  # a tuple too short: report the whole field
     where, tp = _locate(cls, loc, prefix)
+    if dataclasses.is_dataclass(tp) and e["type"] == "missing":  # a setting without a default (TransformerConfig's)
+        return ConfigError(f"setting {e['loc'][-1]!r} is missing" + (f" in [{where}]" if where else ""))
     if dataclasses.is_dataclass(tp):
-        return ValueError(f"[{where}] must be a table of settings, got {e['input']!r}")
-    return ValueError(f"{where} must be {_type_name(tp)}, got {e['input']!r}")
+        return ConfigError(f"[{where}] must be a table of settings, got {_shown(e['input'])}" if where else
+                           f"a config must be a table of settings, got {_shown(e['input'])}")
+    return ConfigError(f"{where} must be {_type_name(tp)}, got {_shown(e['input'])}")
 
 
 def parse_config(cls, data, where: str = ""):
@@ -76,11 +90,11 @@ def parse_config(cls, data, where: str = ""):
 
 
 def _check_type(value, tp, where: str):
-    """`value` as the annotation `tp` asks, or a ValueError naming `where`."""
+    """`value` as the annotation `tp` asks, or a ConfigError naming `where`."""
     try:
         return _adapter(tp).validate_json(json.dumps(value, default=str), strict=True)
     except ValidationError:
-        raise ValueError(f"{where} must be {_type_name(tp)}, got {value!r}") from None
+        raise ConfigError(f"{where} must be {_type_name(tp)}, got {_shown(value)}") from None
 
 # %% ../../notebooks/92_configuration.ipynb #46e28385
 @dataclass
@@ -161,24 +175,52 @@ class TrainConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Reject settings that cannot work, with the reason and the fix."""
-        d, o = self.data, self.optim
+        """Reject settings that cannot work, with the reason and the fix (a `ConfigError`)."""
+        self._check_model_types()
+        for ok, message in self._run_checks() + self._data_checks() + self._optim_checks():
+            if not ok:
+                raise ConfigError(message)
+        self._check_sizes()
+
+    def _check_model_types(self) -> None:
         model_fields = typing.get_type_hints(TransformerConfig)
         for key, value in self.model.items():
             if key in _SET_BY_TOKENIZER:
-                raise ValueError(f"[model] {key} is set from the tokenizer: remove it from the config")
+                raise ConfigError(f"[model] {key} is set from the tokenizer: remove it from the config")
             if key not in model_fields:
                 known = sorted(set(model_fields) - set(_SET_BY_TOKENIZER))
-                raise ValueError(f"unknown setting {key!r} in [model]; the known settings are {known}")
+                raise ConfigError(f"unknown setting {key!r} in [model]; the known settings are {known}")
             self.model[key] = _check_type(value, model_fields[key], f"model.{key}")
-        checks = [
-            (d.corpus in _CORPORA, f"data.corpus={d.corpus!r} must be one of {list(_CORPORA)}"),
+
+    def _run_checks(self) -> list[tuple[bool, str]]:
+        return [
+            (str(self.out_dir).strip() != "", "out_dir is empty: name the folder the run writes to"),
+            (0 <= self.seed < 2**63, f"seed={self.seed} must be in [0, 2**63)"),
             (self.precision in _PRECISIONS, f"precision={self.precision!r} must be one of {list(_PRECISIONS)}"),
+            (self.log_every > 0 and self.save_every >= 0 and self.keep_last >= 1,
+             "log_every must be >= 1, save_every >= 0 and keep_last >= 1"),
+        ]
+
+    def _data_checks(self) -> list[tuple[bool, str]]:
+        d = self.data
+        splits = MULTI30K_SPLITS if d.corpus == "multi30k" else ("train", "val", "valid", "test")
+        return [
+            (d.corpus in _CORPORA, f"data.corpus={d.corpus!r} must be one of {list(_CORPORA)}"),
+            (d.src_lang != d.tgt_lang, f"data.src_lang and data.tgt_lang are both {d.src_lang!r}: a translation "
+             "needs two languages"),
+            (d.corpus != "tatoeba" or {d.src_lang, d.tgt_lang} == {"en", "zh"}, "data.corpus='tatoeba' holds English "
+             f"and Chinese: set src_lang and tgt_lang to 'en' and 'zh' (either way round), not {d.src_lang!r} and "
+             f"{d.tgt_lang!r}"),
+            (d.corpus not in ("multi30k", "tatoeba") or (d.train_split in splits and d.valid_split in splits),
+             f"data.train_split={d.train_split!r} and data.valid_split={d.valid_split!r} must be splits of "
+             f"{d.corpus}: {', '.join(splits)}"),
             (d.corpus != "parallel" or (len(d.train_files) == 2 and len(d.valid_files) == 2),
              "data.corpus='parallel' needs train_files and valid_files, each [source_path, target_path]"),
             (d.corpus != "tsv" or (len(d.train_files) == 1 and len(d.valid_files) == 1),
              "data.corpus='tsv' needs train_files and valid_files, each [path]"),
-            (d.max_len > 0, f"data.max_len={d.max_len} must be positive"),
+            (d.max_train_pairs >= 0 and d.max_valid_pairs >= 0,
+             "data.max_train_pairs and data.max_valid_pairs must be >= 0 (0: the whole split)"),
+            (d.max_len >= 2, f"data.max_len={d.max_len} must be at least 2: a target needs a token and bos or eos"),
             (d.vocab_size > 4 and (d.tgt_vocab_size == 0 or d.tgt_vocab_size > 4),
              "data.vocab_size and data.tgt_vocab_size must leave room beyond pad/unk/bos/eos"),
             (not (d.shared_vocab and d.tgt_vocab_size), "data.tgt_vocab_size is for shared_vocab=false only: "
@@ -187,18 +229,43 @@ class TrainConfig:
              "model.share_embeddings=true needs data.shared_vocab=true (one vocabulary for both sides)"),
             (self.model.get("max_len", 512) >= d.max_len,
              f"model.max_len={self.model.get('max_len', 512)} must be at least data.max_len={d.max_len}"),
+        ]
+
+    def _optim_checks(self) -> list[tuple[bool, str]]:
+        o = self.optim
+        return [
             (o.epochs >= 1, f"optim.epochs={o.epochs} must be at least 1"),
             (o.max_steps >= 0, f"optim.max_steps={o.max_steps} must be >= 0 (0 means no limit)"),
-            (o.max_tokens > 0, f"optim.max_tokens={o.max_tokens} must be positive"),
+            (o.max_tokens >= self.data.max_len, f"optim.max_tokens={o.max_tokens} must be at least data.max_len="
+             f"{self.data.max_len}, so that the longest pair fits in a batch"),
             (o.warmup_steps > 0, f"optim.warmup_steps={o.warmup_steps} must be positive"),
+            (math.isfinite(o.lr_factor) and o.lr_factor > 0,
+             f"optim.lr_factor={o.lr_factor} must be a finite number > 0: it multiplies the learning rate"),
+            (all(math.isfinite(b) and 0 <= b < 1 for b in o.betas),
+             f"optim.betas={list(o.betas)} must both be in [0, 1): they are Adam's decay rates"),
+            (math.isfinite(o.eps) and o.eps > 0, f"optim.eps={o.eps} must be a finite number > 0: it keeps Adam's "
+             "division away from zero"),
+            (math.isfinite(o.weight_decay) and o.weight_decay >= 0,
+             f"optim.weight_decay={o.weight_decay} must be a finite number >= 0"),
             (0.0 <= o.label_smoothing < 1.0, f"optim.label_smoothing={o.label_smoothing} must be in [0, 1)"),
-            (o.clip_grad_norm >= 0, f"optim.clip_grad_norm={o.clip_grad_norm} must be >= 0 (0 disables it)"),
-            (self.log_every > 0 and self.save_every >= 0 and self.keep_last >= 1,
-             "log_every must be >= 1, save_every >= 0 and keep_last >= 1"),
+            (math.isfinite(o.clip_grad_norm) and o.clip_grad_norm >= 0,
+             f"optim.clip_grad_norm={o.clip_grad_norm} must be a finite number >= 0 (0 disables it)"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+
+    def _check_sizes(self) -> None:
+        """No count beyond 2**31 - 1 (sentencepiece and torch take 32-bit sizes), and the model's own checks."""
+        sections = (("", self), ("data", self.data), ("optim", self.optim))
+        counts = [(f"{s}.{f.name}".lstrip("."), getattr(obj, f.name)) for s, obj in sections
+                  for f in dataclasses.fields(obj) if f.type is int]
+        for where, value in counts + [(f"model.{k}", v) for k, v in self.model.items() if type(v) is int]:
+            if where != "seed" and value >= 2**31:
+                raise ConfigError(f"{where}={value} is too large: the most is 2**31 - 1")
+        d = self.data
+        try:  # chapter 8's checks (d_model divisible by num_heads, ...), with the largest vocabularies the run can get
+            TransformerConfig(src_vocab_size=d.vocab_size, tgt_vocab_size=d.tgt_vocab_size or d.vocab_size,
+                              **self.model)
+        except ValueError as e:
+            raise ConfigError(f"model.{e}") from None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -212,7 +279,11 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, text: str) -> "TrainConfig":
-        return cls.from_dict(json.loads(text))
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"not valid JSON: {e}") from None
+        return cls.from_dict(data)
 
     @classmethod
     def from_toml(cls, path: str | Path) -> "TrainConfig":
@@ -223,15 +294,21 @@ class TrainConfig:
             import tomli as tomllib
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"config file {path} does not exist (the configs live in configs/*.toml)")
+            problem = "is not a file" if path.exists() else "does not exist"
+            raise ConfigError(f"config file {path} {problem} (the configs live in configs/*.toml)")
         try:
-            d = tomllib.loads(path.read_text(encoding="utf-8"))
+            d = tomllib.loads(path.read_bytes().decode("utf-8"))
+        except OSError as e:
+            raise ConfigError(f"config file {path} cannot be read: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{path} is not UTF-8: byte 0x{e.object[e.start]:02x} at offset {e.start}; "
+                              "save it as UTF-8") from None
         except tomllib.TOMLDecodeError as e:
-            raise ValueError(f"{path} is not valid TOML: {e}") from None
+            raise ConfigError(f"{path} is not valid TOML: {e}") from None
         try:
             return cls.from_dict(d)
-        except ValueError as e:
-            raise ValueError(f"{path}: {e}") from None
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from None
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -263,5 +340,5 @@ def check_resume_compatible(config: TrainConfig, saved: TrainConfig) -> None:
     diffs = [f"{k}: checkpoint has {old.get(k)!r}, config has {new.get(k)!r}"
              for k in sorted(set(new) | set(old)) if k not in _RESUMABLE_CHANGES and new.get(k) != old.get(k)]
     if diffs:
-        raise ValueError("the config contradicts the checkpoint it would resume:\n  " + "\n  ".join(diffs)
+        raise ConfigError("the config contradicts the checkpoint it would resume:\n  " + "\n  ".join(diffs)
                          + "\nresume with the checkpoint's settings, or start a new run in another out_dir")

@@ -19,6 +19,8 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from .errors import CorpusError
+
 _log = logging.getLogger("transformer.data")  # the name the data chapter's reports have always carried
 
 # %% ../../notebooks/91_corpora.ipynb #60632425
@@ -104,15 +106,15 @@ CORPUS_SHA256 = {
 }
 
 
-class CorpusNotFoundError(FileNotFoundError):
+class CorpusNotFoundError(CorpusError, FileNotFoundError):
     """A corpus file is in none of the searched folders and could not be downloaded (offline, or download=False)."""
 
 
-class CorpusFormatError(ValueError):
+class CorpusFormatError(CorpusError, ValueError):
     """A corpus file cannot be read as aligned UTF-8 text: wrong encoding, unequal line counts, missing columns."""
 
 
-class ChecksumError(ValueError):
+class ChecksumError(CorpusError, ValueError):
     """A corpus file's SHA-256 is not the expected one: a damaged file is refused, a bad download never written."""
 
 # %% ../../notebooks/91_corpora.ipynb #002f0266
@@ -227,7 +229,7 @@ def read_lines(path: str | Path) -> list[str]:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist")
+        raise CorpusNotFoundError(f"{path} does not exist")
     raw = _gunzip(path, path.read_bytes(), CorpusFormatError, "download it again")
     try:
         text = raw.decode("utf-8")

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
+from .errors import CheckpointError, CheckpointNotFoundError, InputError
 from .model import Transformer
 from .multihead import MultiHeadAttention, _fused_attention
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -40,7 +41,8 @@ def models_dir() -> Path:
 def load_translator(model: str | Path = "multi30k-de-en", device: str | torch.device = "cpu"):
     """A shipped model by name (see `SHIPPED_MODELS`), or a run / checkpoint directory -> `Checkpoint`.
 
-    The checkpoint holds the model (in eval mode, float32) and its tokenizers; nothing is unpickled.
+    The checkpoint holds the model (in eval mode, float32) and its tokenizers; nothing is unpickled. A missing,
+    damaged or inconsistent model raises `CheckpointError` (`CheckpointNotFoundError` if there is none), naming the file.
     """
     from transformer.train import load_checkpoint  # the training chapter's loader
 
@@ -52,9 +54,9 @@ def load_translator(model: str | Path = "multi30k-de-en", device: str | torch.de
                     if os.environ.get("TRANSFORMER_MODELS") else
                     "install the package from the course's repository (`pip install /path/to/the/repo` copies both "
                     "models into it), or set TRANSFORMER_MODELS to a folder that holds them")
-            raise FileNotFoundError(f"the shipped model {model} is not in {models_dir()}: {todo}")
+            raise CheckpointNotFoundError(f"the shipped model {model} is not in {models_dir()}: {todo}")
     if not path.exists():
-        raise FileNotFoundError(f"no model at {model}: give a shipped name ({', '.join(SHIPPED_MODELS)}) "
+        raise CheckpointNotFoundError(f"no model at {model}: give a shipped name ({', '.join(SHIPPED_MODELS)}) "
                                 "or the directory of a run or checkpoint written by `transformer train`")
     return load_checkpoint(path, device)
 
@@ -79,6 +81,7 @@ def output_limits(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int, mo
     Capped at model_max_len - 1, so that BOS and every generated token have a position in the table.
     """
     S = (src != pad_id).sum(-1)  # (B,): real source lengths
+    max_len_b = min(max_len_b, model_max_len)  # a larger b changes nothing (and could overflow int64)
     limit = (max_len_a * S.double()).floor().long() + max_len_b  # (B,)
     return limit.clamp(1, model_max_len - 1)
 
@@ -177,9 +180,10 @@ def beam_search(model: Transformer, src: Tensor, *, beam_size: int = 4, alpha: f
     beaten by an open beam, or at its length limit a * S_i + b. Hypotheses come best first.
     """
     if beam_size < 1 or not 1 <= n_best <= beam_size:
-        raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got beam_size={beam_size}, n_best={n_best}")
-    if alpha < 0:
-        raise ValueError(f"alpha={alpha}: the length penalty's exponent must be >= 0")
+        raise InputError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got beam_size={beam_size}, "
+                         f"n_best={n_best}")
+    if not (math.isfinite(alpha) and alpha >= 0):  # a NaN exponent would make every score NaN: none could win
+        raise InputError(f"alpha={alpha}: the length penalty's exponent must be a finite number >= 0")
     k, B, dev = beam_size, src.shape[0], src.device
     limits = output_limits(src, model.config.pad_id, max_len_a, max_len_b, model.config.max_len).tolist()
     state = _start(model, src, use_cache)  # each source encoded once...
@@ -304,8 +308,19 @@ DEFAULT_DECODING = {"beam_size": 4, "alpha": 0.6}
 def decoding_settings(checkpoint) -> dict:
     """The beam size and length penalty a model recommends: its `decoding.json`, else `DEFAULT_DECODING`."""
     path = Path(checkpoint.path) / "decoding.json" if getattr(checkpoint, "path", None) else None
-    chosen = json.loads(path.read_text()) if path is not None and path.is_file() else {}
-    return {key: chosen.get(key, value) for key, value in DEFAULT_DECODING.items()}
+    if path is None or not path.is_file():
+        return dict(DEFAULT_DECODING)
+    try:
+        chosen = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} is damaged, not JSON ({e}): fix it, or delete it to decode with "
+                              f"{DEFAULT_DECODING}") from None
+    settings = {k: chosen.get(k, v) for k, v in DEFAULT_DECODING.items()} if isinstance(chosen, dict) else {}
+    beam, alpha = settings.get("beam_size"), settings.get("alpha")
+    if not (type(beam) is int and beam >= 1 and type(alpha) in (int, float) and math.isfinite(alpha) and alpha >= 0):
+        raise CheckpointError(f"{path} must hold {{\"beam_size\": an integer >= 1, \"alpha\": a number >= 0}}, got "
+                              f"{chosen!r:.80}: fix it, or delete it to decode with {DEFAULT_DECODING}")
+    return settings
 
 
 def translate(checkpoint, sentences: Sequence[str], *, beam_size: int | None = None, alpha: float | None = None,
@@ -316,15 +331,18 @@ def translate(checkpoint, sentences: Sequence[str], *, beam_size: int | None = N
     Sentences are sorted by length and decoded `batch_size` at a time (beam search, or greedy when
     beam_size == 1; beam_size and alpha default to `decoding_settings(checkpoint)`). An empty sentence
     gives an empty output without touching the model. A sentence longer than the model's `max_len` tokens
-    is cut to fit, and `on_truncate(index, tokens, kept)` is told (by default a `UserWarning` names it).
+    is cut to fit, and `on_truncate(index, tokens, kept)` is told (by default a `UserWarning` names it). A beam
+    below 1, or an `alpha` that is negative or not finite, raises `InputError`.
     """
     settings = decoding_settings(checkpoint)
     beam_size = settings["beam_size"] if beam_size is None else beam_size
     alpha = settings["alpha"] if alpha is None else alpha
     if beam_size < 1:
-        raise ValueError(f"beam_size={beam_size}: use 1 for greedy decoding, or a larger beam")
+        raise InputError(f"beam_size={beam_size}: use 1 for greedy decoding, or a larger beam")
+    if not (math.isfinite(alpha) and alpha >= 0):
+        raise InputError(f"alpha={alpha}: the length penalty's exponent must be a finite number >= 0")
     if batch_size < 1:
-        raise ValueError(f"batch_size={batch_size} must be at least 1")
+        raise InputError(f"batch_size={batch_size} must be at least 1")
     model, src_tok, tgt_tok = checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer
     device, limit = next(model.parameters()).device, model.config.max_len
     ids = src_tok.encode_batch([s.strip() for s in sentences])

@@ -11,12 +11,14 @@ import torch
 import torch.distributed as dist
 
 from .checkpoints import _rng_state
+from .errors import ConfigError
 
 # %% ../../notebooks/94_distributed.ipynb #c5596374
 def select_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
     """The device to train on: CUDA if present, then Apple's MPS, then the CPU; or the one asked for.
 
-    Under `torchrun`, process `local_rank` of a machine takes GPU `local_rank`.
+    Under `torchrun`, process `local_rank` of a machine takes GPU `local_rank`. A name that is not a device, or a
+    device this machine lacks, is a `ConfigError`.
     """
     mps = getattr(torch.backends, "mps", None)
     mps_ok = mps is not None and mps.is_available()
@@ -27,14 +29,17 @@ def select_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
     try:
         device = torch.device(requested)
     except RuntimeError:
-        raise ValueError(f"device={requested!r} is not a device name: use auto, cpu, cuda, cuda:N or mps") from None
+        raise ConfigError(f"device={requested!r} is not a device name: use auto, cpu, cuda, cuda:N or mps") from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"device={requested!r} but torch sees no CUDA GPU: use device='cpu' or 'auto'")
+            raise ConfigError(f"device={requested!r} but torch sees no CUDA GPU: use device='cpu' or 'auto'")
         if device.index is None:
             device = torch.device("cuda", local_rank)
+        if device.index >= torch.cuda.device_count():
+            raise ConfigError(f"device={requested!r} but torch sees {torch.cuda.device_count()} CUDA GPU(s), "
+                              f"numbered from 0: use one of them, or 'auto'")
     if device.type == "mps" and not mps_ok:
-        raise ValueError(f"device={requested!r} but MPS is not available: use device='cpu' or 'auto'")
+        raise ConfigError(f"device={requested!r} but MPS is not available: use device='cpu' or 'auto'")
     return device
 
 

@@ -14,6 +14,7 @@ from typing import Sequence
 from sacrebleu.metrics import BLEU, CHRF
 
 from .data import MULTI30K_SPLITS, load_multi30k, load_tatoeba
+from .errors import InputError
 from .tokenizer import _atomic_write_bytes
 
 # %% ../../notebooks/12_evaluation.ipynb #7189229f
@@ -88,14 +89,14 @@ def split_pairs_for(data, split: str) -> list[tuple[str, str]]:
     root = Path(data.data_dir).expanduser() if data.data_dir else None
     if data.corpus == "multi30k":
         if split not in MULTI30K_SPLITS:
-            raise ValueError(f"unknown split {split!r} for Multi30k: choose one of {', '.join(MULTI30K_SPLITS)}")
+            raise InputError(f"unknown split {split!r} for Multi30k: choose one of {', '.join(MULTI30K_SPLITS)}")
         return load_multi30k(split, root=root, src_lang=data.src_lang, tgt_lang=data.tgt_lang, download=data.download)
     if data.corpus == "tatoeba":
         if split not in ("train", "val", "valid", "test"):
-            raise ValueError(f"unknown split {split!r} for Tatoeba: choose one of train, val, test")
+            raise InputError(f"unknown split {split!r} for Tatoeba: choose one of train, val, test")
         pairs = load_tatoeba(split, root=root, download=data.download)  # (en, zh)
         return pairs if (data.src_lang, data.tgt_lang) == ("en", "zh") else [(b, a) for a, b in pairs]
-    raise ValueError(f"this model was trained on corpus {data.corpus!r}, which has no named splits: translate "
+    raise InputError(f"this model was trained on corpus {data.corpus!r}, which has no named splits: translate "
                      "your files with `transformer translate` and score them with corpus_bleu")
 
 
@@ -105,10 +106,15 @@ def evaluate_checkpoint(checkpoint, split: str, *, beam_size: int | None = None,
 
     Sources with several references (Tatoeba) are translated once and scored against all of them; the
     first-reference-only BLEU is reported beside it. With `out_dir`, writes `<split>.hyp` and
-    `<split>.json` there. `limit` > 0 keeps only the first `limit` unique sources. Beam size and length
-    penalty default to the model's recommendation (`decoding_settings`).
+    `<split>.json` there. `limit` > 0 keeps only the first `limit` unique sources (0: all of them). Beam size and
+    length penalty default to the model's recommendation (`decoding_settings`).
     """
     from transformer.decoding import decoding_settings, translate  # the decoding chapter
+
+    if limit < 0:
+        raise InputError(f"limit={limit} must be >= 0 (0: every sentence)")
+    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise InputError(f"out_dir={out_dir} is a file, not a folder: give a folder for <split>.hyp and <split>.json")
 
     settings = decoding_settings(checkpoint)  # the model's recommended beam size and length penalty
     beam_size = settings["beam_size"] if beam_size is None else beam_size
@@ -134,7 +140,10 @@ def evaluate_checkpoint(checkpoint, split: str, *, beam_size: int | None = None,
               "checkpoint": str(checkpoint.path), "scores": [asdict(s) for s in scores]}
     if out_dir is not None:
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"out_dir={out} cannot be created: {e.strerror}") from None
         _atomic_write_bytes(out / f"{split}.hyp", "".join(h + "\n" for h in hypotheses).encode("utf-8"))
         _atomic_write_bytes(out / f"{split}.json",
                             (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))

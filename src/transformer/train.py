@@ -5,6 +5,7 @@ __all__ = ['NonFiniteLossError', 'StepStats', 'train_step', 'evaluate', 'load_pa
 
 # %% ../../notebooks/95_training_run.ipynb #0b15618b
 import math
+import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -12,18 +13,19 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from safetensors.torch import load_model
 from torch import nn
 from tqdm.auto import tqdm
 
-from .checkpoints import (Checkpoint, _load_tokenizers, _prune_checkpoints, _set_rng_state,
-                                     _write_text_atomically, checkpoint_problem, latest_checkpoint,
+from .checkpoints import (Checkpoint, _load_tokenizers, _load_weights, _prune_checkpoints,
+                                     _read_train_config, _set_rng_state, _write_text_atomically,
+                                     checkpoint_problem, latest_checkpoint,
                                      load_checkpoint, load_training_state, resolve_checkpoint,
                                      resumable_checkpoint, save_checkpoint, save_training_state)
 from .config import (_NO_SPACES, DataConfig, OptimConfig, TrainConfig, check_resume_compatible,
                                 parse_config)
 from .data import TokenBudgetBatchSampler, TranslationDataset, collate
-from .corpora import load_multi30k, load_parallel, load_tatoeba, load_tsv
+from .corpora import CorpusNotFoundError, load_multi30k, load_parallel, load_tatoeba, load_tsv
+from .errors import CheckpointNotFoundError, ConfigError, RunExistsError, TransformerError
 from .distributed import DistInfo, _all_reduce_sum, _gather_rng_states, select_device
 from .loss import label_smoothed_loss, smoothed_targets
 from .metrics import MetricsLog, read_metrics
@@ -113,7 +115,7 @@ def load_pairs(data: DataConfig, split: str) -> list[tuple[str, str]]:
     name = data.train_split if split == "train" else data.valid_split
     for f in files:
         if not Path(f).is_file():
-            raise FileNotFoundError(f"data file {f} does not exist (data.{split}_files)")
+            raise CorpusNotFoundError(f"data file {f} does not exist (data.{split}_files)")
     if data.corpus == "multi30k":
         pairs = load_multi30k(name, root=root, src_lang=data.src_lang, tgt_lang=data.tgt_lang,
                               download=data.download)
@@ -123,7 +125,7 @@ def load_pairs(data: DataConfig, split: str) -> list[tuple[str, str]]:
         if (data.src_lang, data.tgt_lang) == langs[::-1]:
             pairs = [(b, a) for a, b in pairs]
         elif (data.src_lang, data.tgt_lang) != langs:
-            raise ValueError(f"tatoeba holds en and zh, not {data.src_lang}->{data.tgt_lang}")
+            raise ConfigError(f"tatoeba holds en and zh, not {data.src_lang}->{data.tgt_lang}")
     elif data.corpus == "parallel":
         pairs = load_parallel(files[0], files[1])
     else:
@@ -152,7 +154,11 @@ def _tokenizers_for_run(config: TrainConfig, train_pairs, tok_dir: Path, info: D
                     "tgt_tokenizer": ([t for _, t in train_pairs], d.tgt_vocab_size or d.vocab_size, d.tgt_lang)}
         for stem, (sentences, size, lang) in jobs.items():
             # scripts without spaces between words get no sentence-initial space marker (see the data chapter)
-            tok = train_tokenizer(sentences, str(tok_dir / stem), size, add_dummy_prefix=lang not in _NO_SPACES)
+            try:
+                tok = train_tokenizer(sentences, str(tok_dir / stem), size, add_dummy_prefix=lang not in _NO_SPACES)
+            except ValueError as e:  # no sentences at all, or too few for the vocabulary asked for
+                raise ConfigError(f"the run's {stem.replace('_', ' ')} cannot be trained: {e}; lower data.vocab_size "
+                                  "or train on more pairs") from None
             if Path(tok.model_path).resolve() != (tok_dir / f"{stem}.model").resolve():
                 tok.save(tok_dir / f"{stem}.model")
     if dist.is_available() and dist.is_initialized():
@@ -193,30 +199,50 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
             dist.destroy_process_group()
 
 # %% ../../notebooks/95_training_run.ipynb #921bc592
+def _make_run_folder(out: Path) -> Path | None:
+    """Create `out` (and its missing parents); return the topmost folder created, None if `out` existed."""
+    if out.is_dir():
+        return None
+    if out.exists():
+        raise ConfigError(f"out_dir={out} is a file, not a folder: set another out_dir")
+    top = out
+    while not top.parent.exists():
+        top = top.parent
+    try:
+        out.mkdir(parents=True)
+    except OSError as e:
+        raise ConfigError(f"out_dir={out} cannot be created: {e.strerror}") from None
+    return top
+
+
 def _train(config: TrainConfig, resume: bool, info: DistInfo, device: torch.device) -> TrainResult:
     out = Path(config.out_dir)
     checkpoints = out / "checkpoints"
     previous = resumable_checkpoint(checkpoints) if resume else latest_checkpoint(checkpoints)  # skips damaged ones
     if resume and previous is None:
-        raise FileNotFoundError(f"nothing to resume: no checkpoint under {checkpoints}; start without --resume")
+        raise CheckpointNotFoundError(f"nothing to resume: no checkpoint under {checkpoints}; start without --resume")
     if not resume and previous is not None:
-        raise FileExistsError(f"{checkpoints} already holds a run ({previous.name}): pass --resume to continue "
+        raise RunExistsError(f"{checkpoints} already holds a run ({previous.name}): pass --resume to continue "
                               "it, or set another out_dir")
     state = None
     if previous is not None:
-        check_resume_compatible(config, TrainConfig.from_json((previous / "train_config.json").read_text()))
+        check_resume_compatible(config, _read_train_config(previous))
         state = load_training_state(previous)
         if state["world_size"] != info.world_size:
-            raise ValueError(f"the checkpoint was written by {state['world_size']} process(es) but this run has "
+            raise ConfigError(f"the checkpoint was written by {state['world_size']} process(es) but this run has "
                              f"{info.world_size}: resume with the same number, so each sees the same batches")
     # Data: sentence pairs, tokenizers (trained on the training split only), token ids. The pairs are
     # read before anything is written, so a missing or damaged corpus leaves no run folder behind.
     d, o = config.data, config.optim
     train_pairs, valid_pairs = load_pairs(d, "train"), load_pairs(d, "valid")
-    if info.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-    tokenizer_files = _tokenizers_for_run(config, train_pairs, out / "tokenizer", info, previous)
-    src_tok, tgt_tok = _load_tokenizers(next(iter(tokenizer_files.values())).parent)
+    created = _make_run_folder(out) if info.is_main else None
+    try:
+        tokenizer_files = _tokenizers_for_run(config, train_pairs, out / "tokenizer", info, previous)
+    except TransformerError:  # e.g. a vocabulary too large for the corpus: a rejected run leaves nothing behind
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
+    src_tok, tgt_tok = _load_tokenizers(next(iter(tokenizer_files.values())).parent, shared=d.shared_vocab)
     train_set = TranslationDataset(train_pairs, src_tok, tgt_tok, d.max_len)
     valid_set = TranslationDataset(valid_pairs, src_tok, tgt_tok, d.max_len)
     pad_id = tgt_tok.pad_id
@@ -232,7 +258,7 @@ def _train(config: TrainConfig, resume: bool, info: DistInfo, device: torch.devi
     model = Transformer(model_config)
     torch.manual_seed(config.seed + 1 + info.rank)  # dropout differs between processes
     if previous is not None:
-        load_model(model, str(previous / "model.safetensors"))
+        _load_weights(model, previous / "model.safetensors")
     model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(

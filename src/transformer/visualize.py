@@ -6,6 +6,7 @@ __all__ = ['KINDS', 'KIND_NAMES', 'keeping_weights', 'attention_module', 'attent
 
 # %% ../../notebooks/14_seeing_attention.ipynb #91fa5d0a
 import contextlib
+import html
 import io
 from dataclasses import dataclass
 
@@ -206,7 +207,8 @@ def attention_explorer(checkpoint, sentences, *, dpi: int = 96):
         per_kind = [linked_stack([linked_stack([W.Image(value=_png(maps, k, i, j, dpi), format="png")
                                                 for j in range(h)], head) for i in range(N)], layer) for k in KINDS]
         pictures.children += (linked_stack(per_kind, kind),)
-        captions.children += (W.HTML(f"<b>{maps.sentence}</b> → {maps.translation}"),)
+        sentence_html, translation_html = html.escape(maps.sentence), html.escape(maps.translation)  # "<", "&" are text
+        captions.children += (W.HTML(f"<b>{sentence_html}</b> → {translation_html}"),)
         sentence.options = list(sentence.options) + [(text if len(text) < 70 else text[:67] + "...",
                                                       len(sentence.options))]
         sentence.index = len(sentence.options) - 1

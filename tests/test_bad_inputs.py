@@ -1,0 +1,676 @@
+"""Every bad input gets one clear answer: exit status 2, one `error: ...` line that says what is wrong and what to
+do, no traceback, and nothing written by the rejected run.
+
+Table-driven. Each case is a command line, run in-process through `transformer.cli.main` (standard input
+replaced where the case gives one), in a scratch folder that holds everything the case reads: a copy of a
+tiny trained model damaged one way, a config file, a corpus. The folder's listing (names, sizes, times) must
+be the same after the command as before it. The damaged models also go through `load_checkpoint` and
+`load_translator`, which must raise the package's own `CheckpointError`. A hypothesis test feeds random
+values to every config field; the reverse check makes sure a real bug is not dressed up as bad input.
+
+The model is configs/tiny.toml, trained once for the module (seconds).
+"""
+import ast
+import contextlib
+import importlib.util
+import io
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load_file, save_file
+
+import transformer.cli as cli
+import transformer.train as train_module
+from transformer.checkpoints import load_checkpoint
+from transformer.config import DataConfig, OptimConfig, TrainConfig
+from transformer.corpora import ChecksumError, CorpusFormatError, CorpusNotFoundError
+from transformer.decoding import load_translator
+from transformer.errors import (CheckpointError, CheckpointNotFoundError, ConfigError, CorpusError, InputError,
+                                RunExistsError, TransformerError)
+from transformer.model import TransformerConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "tiny.toml"
+SENTENCE = "Ein Hund läuft."
+
+
+# ---------------------------------------------------------------- fixtures and helpers
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, course_data) -> Path:
+    """A run folder of configs/tiny.toml: checkpoints/step-*, latest, best, metrics.csv."""
+    from test_train import tiny
+    from transformer.train import train
+    config = tiny(tmp_path_factory.mktemp("bad-inputs"))
+    train(config)
+    return Path(config.out_dir)
+
+
+def latest(run: Path) -> Path:
+    return run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+
+
+def listing(*roots: Path) -> dict:
+    """Every file and folder under `roots`, a file with its size and modification time: what a command must not
+    change. (A folder's own time changes when a file is made and removed again, leaving nothing behind.)"""
+    return {str(p): None if p.is_dir() and not p.is_symlink() else (p.lstat().st_size, p.lstat().st_mtime_ns)
+            for root in roots for p in [root, *root.rglob("*")]}
+
+
+def run_main(argv: list[str], stdin: bytes | None, capsys, monkeypatch) -> tuple[int, str, str]:
+    """`transformer ARGV` in this process: (exit status, stdout, stderr)."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin or b"")))
+    capsys.readouterr()
+    status = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def assert_one_line_error(status: int, out: str, err: str, phrase: str) -> None:
+    assert status == 2, (status, err)
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert phrase in err, err
+    assert out == "", out
+
+
+def write_config(path: Path, data: dict) -> Path:
+    """`data` as a TOML file (top-level settings first, then one table per section)."""
+    def value(v) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, float) and not math.isfinite(v):
+            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)  # TOML's basic strings take JSON's escapes
+        return "[" + ", ".join(value(x) for x in v) + "]"
+
+    lines = [f"{k} = {value(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    for section, table in data.items():
+        if isinstance(table, dict):
+            lines += ["", f"[{section}]"] + [f"{k} = {value(v)}" for k, v in table.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def tiny_config(work: Path, **changes) -> dict:
+    """configs/tiny.toml as a dict, writing into work/out on the CPU; `optim__lr_factor=-1.0` changes one setting."""
+    data = tomllib.loads(TINY.read_text())
+    data.update(out_dir=str(work / "out"), device="cpu", progress=False, tensorboard=False)
+    for key, v in changes.items():
+        section, _, name = key.rpartition("__")
+        (data.setdefault(section, {}) if section else data)[name] = v
+    return data
+
+
+def edit_json(path: Path, **changes) -> None:
+    data = json.loads(path.read_text())
+    for key, v in changes.items():
+        section, _, name = key.rpartition("__")
+        target = data[section] if section else data
+        if v is DROP:
+            del target[name]
+        else:
+            target[name] = v
+    path.write_text(json.dumps(data))
+
+
+DROP = object()
+
+
+def edit_weights(path: Path, change) -> None:
+    tensors = load_file(str(path))
+    save_file(change(tensors), str(path))
+
+
+def with_value(name: str, value: float):
+    def change(tensors):
+        tensors[name] = tensors[name].clone()
+        tensors[name].view(-1)[3] = value
+        return tensors
+    return change
+
+
+FF = "encoder.layers.0.feed_forward.linear1.weight"
+
+
+# ---------------------------------------------------------------- damaged models: the loaders and `translate`
+
+def truncated(m: Path) -> None:
+    w = m / "model.safetensors"
+    w.write_bytes(w.read_bytes()[: w.stat().st_size // 2])
+
+
+MODEL_CASES = [  # (id, damage done to a copy of the latest checkpoint folder, phrase of the one-line message)
+    ("weights cut in half", truncated, "damaged or was cut short"),
+    ("weights empty", lambda m: (m / "model.safetensors").write_bytes(b""), "cannot be read"),
+    ("weights not safetensors", lambda m: (m / "model.safetensors").write_bytes(b"\x08\0\0\0\0\0\0\0{}garbage"),
+     "cannot be read"),
+    ("a weight is NaN", lambda m: edit_weights(m / "model.safetensors", with_value(FF, math.nan)),
+     f"tensor '{FF}' holds 1 NaN or infinite value"),
+    ("a weight is infinite", lambda m: edit_weights(m / "model.safetensors", with_value(FF, -math.inf)),
+     f"tensor '{FF}' holds 1 NaN or infinite value"),
+    ("weights saved as integers",
+     lambda m: edit_weights(m / "model.safetensors", lambda t: {k: (v * 100).long() for k, v in t.items()}),
+     "is stored as I64, but a model's weights are floating point"),
+    ("weights saved as booleans",
+     lambda m: edit_weights(m / "model.safetensors", lambda t: {k: v > 0 for k, v in t.items()}), "is stored as BOOL"),
+    ("model_config.json: another d_model", lambda m: edit_json(m / "model_config.json", d_model=64),
+     "it says d_model=64, but model.safetensors holds d_model=32"),
+    ("model_config.json: more layers", lambda m: edit_json(m / "model_config.json", num_encoder_layers=2),
+     "it says num_encoder_layers=2, but model.safetensors holds num_encoder_layers=1"),
+    ("model_config.json: another d_ff", lambda m: edit_json(m / "model_config.json", d_ff=128), "d_ff=128"),
+    ("model_config.json: another vocabulary",
+     lambda m: edit_json(m / "model_config.json", src_vocab_size=2000, tgt_vocab_size=2000), "tgt_vocab_size=2000"),
+    ("model_config.json: another norm placement", lambda m: edit_json(m / "model_config.json", norm_first=True),
+     "describe different models"),
+    ("model_config.json: not JSON", lambda m: (m / "model_config.json").write_text("{not json"),
+     "model_config.json is damaged, not JSON"),
+    ("model_config.json: missing", lambda m: (m / "model_config.json").unlink(), "model_config.json is missing"),
+    ("model_config.json: a list", lambda m: (m / "model_config.json").write_text("[1, 2]"), "holds a JSON list"),
+    ("model_config.json: an unknown key", lambda m: edit_json(m / "model_config.json", layers=6),
+     "unknown setting(s) ['layers']"),
+    ("model_config.json: a wrong type", lambda m: edit_json(m / "model_config.json", d_model="32"),
+     "d_model must be int, got '32'"),
+    ("model_config.json: a size missing", lambda m: edit_json(m / "model_config.json", src_vocab_size=DROP),
+     "setting 'src_vocab_size' is missing"),
+    ("model_config.json: an odd d_model", lambda m: edit_json(m / "model_config.json", d_model=33), "d_model=33"),
+    ("train_config.json: not UTF-8", lambda m: (m / "train_config.json").write_bytes(b"{\"name\": \"\xff\"}"),
+     "train_config.json is damaged"),
+    ("train_config.json: lr_factor = -1", lambda m: edit_json(m / "train_config.json", optim__lr_factor=-1.0),
+     "optim.lr_factor=-1.0 must be a finite number > 0"),
+    ("tokenizer.model missing", lambda m: (m / "tokenizer.model").unlink(),
+     "tokenizer.model is missing: a model with one shared vocabulary needs tokenizer.model"),
+    ("tokenizer.model missing beside src_/tgt_tokenizer.model",
+     lambda m: [shutil.copy(m / "tokenizer.model", m / f"{side}_tokenizer.model") for side in ("src", "tgt")]
+     and (m / "tokenizer.model").unlink(), "needs tokenizer.model"),
+    ("tokenizer.model not sentencepiece", lambda m: (m / "tokenizer.model").write_bytes(b"\x00\x01junk"),
+     "is not a sentencepiece model"),
+    ("tokenizer.model of another vocabulary",
+     lambda m: shutil.copy(ROOT / "models" / "tatoeba-en-zh" / "src_tokenizer.model", m / "tokenizer.model"),
+     "has 2000 pieces, but model_config.json gives the source vocabulary 1000"),
+    ("no weights at all", lambda m: (m / "model.safetensors").unlink(), "no checkpoint found at"),
+]
+
+
+def point_latest(text: bytes | str):
+    def damage(run: Path) -> None:
+        p = run / "checkpoints" / "latest"
+        p.write_bytes(text.encode() if isinstance(text, str) else text)
+    return damage
+
+
+def latest_through_a_link(run: Path) -> None:
+    outside = run.parent / "elsewhere"
+    shutil.copytree(latest(run), outside)
+    (run / "checkpoints" / "elsewhere").symlink_to(outside, target_is_directory=True)
+    (run / "checkpoints" / "latest").write_text("elsewhere")
+
+
+RUN_CASES = [  # damage done to a copy of the whole run folder
+    ("latest points up and out", point_latest("../../../../etc"), "not the name of a checkpoint folder beside it"),
+    ("latest holds an absolute path", point_latest("/etc"), "not the name of a checkpoint folder"),
+    ("latest is empty", point_latest(""), "holds '', not the name of a checkpoint folder"),
+    ("latest is not text", point_latest(b"\xff\xfe\0\0"), "not the name of a checkpoint folder"),
+    ("latest leads out through a link", latest_through_a_link, "holds 'elsewhere', not the name of a checkpoint"),
+    ("latest names a checkpoint that is gone", point_latest("step-99999999\n"),
+     "names step-99999999, but"),
+]
+
+
+def damaged(tiny_run: Path, work: Path, case: str):
+    """A damaged copy (a checkpoint folder or a run folder) and the phrase its message must hold."""
+    for name, damage, phrase in MODEL_CASES:
+        if name == case:
+            target = work / "model"
+            shutil.copytree(latest(tiny_run), target)
+            damage(target)
+            return target, phrase
+    for name, damage, phrase in RUN_CASES:
+        if name == case:
+            target = work / "run"
+            shutil.copytree(tiny_run, target, symlinks=True)
+            damage(target)
+            return target, phrase
+    raise KeyError(case)
+
+
+@pytest.mark.parametrize("case", [c[0] for c in MODEL_CASES + RUN_CASES])
+def test_a_damaged_model_is_refused_by_the_loaders_and_by_translate_in_one_line(case, tiny_run, tmp_path,
+                                                                                monkeypatch, capsys):
+    model, phrase = damaged(tiny_run, tmp_path, case)
+    monkeypatch.chdir(tmp_path)
+    before = listing(tmp_path, tiny_run)
+    for load in (load_checkpoint, load_translator):
+        with pytest.raises(CheckpointError) as info:
+            load(model)
+        assert phrase in str(info.value) and "\n" not in str(info.value), str(info.value)
+    assert_one_line_error(*run_main(["translate", "--model", model, SENTENCE], None, capsys, monkeypatch), phrase)
+    assert listing(tmp_path, tiny_run) == before
+
+
+def test_weights_in_any_floating_point_type_load_and_translate(tiny_run, tmp_path):
+    for dtype in (torch.float16, torch.bfloat16, torch.float64):
+        model = tmp_path / str(dtype)
+        shutil.copytree(latest(tiny_run), model)
+        edit_weights(model / "model.safetensors", lambda t: {k: v.to(dtype) for k, v in t.items()})
+        ckpt = load_checkpoint(model)
+        assert next(ckpt.model.parameters()).dtype == torch.float32
+
+
+# ---------------------------------------------------------------- `translate` and `evaluate`: options and input
+
+def decoding_json(text: str):
+    def setup(work: Path, run: Path) -> list:
+        shutil.copytree(latest(run), work / "model")
+        (work / "model" / "decoding.json").write_text(text)
+        return ["translate", "--model", work / "model", SENTENCE]
+    return setup
+
+
+def model_trained_on(**data):
+    """A copy of the model whose train_config.json describes another corpus."""
+    def setup(work: Path, run: Path) -> list:
+        shutil.copytree(latest(run), work / "model")
+        edit_json(work / "model" / "train_config.json", **{f"data__{k}": v for k, v in data.items()})
+        return ["evaluate", "--model", work / "model", "--split", "val", "--out-dir", work / "eval"]
+    return setup
+
+
+def empty_data_dir(work: Path, run: Path) -> list:
+    (work / "empty").mkdir()
+    return model_trained_on(data_dir=str(work / "empty"), download=False)(work, run)
+
+
+def damaged_data_dir(work: Path, run: Path) -> list:
+    folder = work / "data" / "multi30k"
+    folder.mkdir(parents=True)
+    for name in ("val.de.gz", "val.en.gz"):
+        shutil.copy(ROOT / "data" / "multi30k" / name, folder / name)
+    (folder / "val.de.gz").write_bytes((folder / "val.de.gz").read_bytes()[:500])
+    return model_trained_on(data_dir=str(work / "data"), download=False)(work, run)
+
+
+def out_dir_is_a_file(work: Path, run: Path) -> list:
+    (work / "eval").write_text("a file")
+    return ["evaluate", "--model", run, "--split", "val", "--limit", "3", "--out-dir", work / "eval"]
+
+
+def run_model(*argv):
+    """A command on the intact model: `{model}` in argv stands for it."""
+    return lambda work, run: [run if a == "{model}" else a for a in argv]
+
+
+COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
+    ("translate --alpha nan", run_model("translate", "--model", "{model}", "--alpha", "nan", SENTENCE), None,
+     "--alpha must be a finite number >= 0"),
+    ("translate --alpha inf", run_model("translate", "--model", "{model}", "--alpha", "inf", SENTENCE), None,
+     "got inf"),
+    ("translate --alpha -0.5", run_model("translate", "--model", "{model}", "--alpha", "-0.5", SENTENCE), None,
+     "got -0.5"),
+    ("translate --beam 0", run_model("translate", "--model", "{model}", "--beam", "0", SENTENCE), None,
+     "--beam must be at least 1, got 0"),
+    ("translate --batch-size -3", run_model("translate", "--model", "{model}", "--batch-size", "-3", SENTENCE), None,
+     "--batch-size must be at least 1"),
+    ("translate --max-len 0", run_model("translate", "--model", "{model}", "--max-len", "0", SENTENCE), None,
+     "--max-len must be at least 1"),
+    ("translate --device tpu", run_model("translate", "--model", "{model}", "--device", "tpu", SENTENCE), None,
+     "device='tpu' is not a device name"),
+    ("translate --device cuda:99", run_model("translate", "--model", "{model}", "--device", "cuda:99", SENTENCE), None,
+     "device='cuda:99'"),
+    ("translate --model that does not exist", run_model("translate", "--model", "no/such/model", SENTENCE), None,
+     "no model at no/such/model"),
+    ("translate --model that is a file", lambda w, r: ["translate", "--model", TINY, SENTENCE], None,
+     "no checkpoint found at"),
+    ("decoding.json not JSON", decoding_json("{beam"), None, "decoding.json is damaged, not JSON"),
+    ("decoding.json beam 0", decoding_json('{"beam_size": 0, "alpha": 0.6}'), None,
+     'decoding.json must hold {"beam_size": an integer >= 1'),
+    ("decoding.json alpha NaN", decoding_json('{"beam_size": 4, "alpha": NaN}'), None, "decoding.json must hold"),
+    ("standard input: Latin-1", run_model("translate", "--model", "{model}"), "Männer\n".encode("latin-1"),
+     "standard input is not UTF-8: byte 0xe4 at offset 1"),
+    ("standard input: invalid UTF-8 after good lines", run_model("translate", "--model", "{model}"),
+     b"Ein Hund.\nZwei\xc3(\n", "byte 0xc3 at offset 14"),
+    ("standard input: a NUL byte", run_model("translate", "--model", "{model}"), b"Ein Hund.\nEin\0Kind.\n",
+     "standard input holds a NUL byte on line 2"),
+    ("standard input: UTF-16", run_model("translate", "--model", "{model}"), "Ein Hund.\n".encode("utf-16-le"),
+     "binary data or UTF-16"),
+    ("an argument that is not UTF-8", run_model("translate", "--model", "{model}", "M\udce4nner"), None,
+     "argument 1 is not UTF-8"),
+    ("an argument with a NUL", run_model("translate", "--model", "{model}", SENTENCE, "a\0b"), None,
+     "argument 2 holds a NUL byte"),
+    ("evaluate --limit -995", run_model("evaluate", "--model", "{model}", "--split", "val", "--limit", "-995"), None,
+     "--limit must be >= 0"),
+    ("evaluate --alpha nan", run_model("evaluate", "--model", "{model}", "--split", "val", "--alpha", "nan"), None,
+     "--alpha must be a finite number"),
+    ("evaluate --beam -1", run_model("evaluate", "--model", "{model}", "--split", "val", "--beam", "-1"), None,
+     "--beam must be at least 1"),
+    ("evaluate an unknown split", run_model("evaluate", "--model", "{model}", "--split", "test_2099"), None,
+     "unknown split 'test_2099' for Multi30k"),
+    ("evaluate into a file", out_dir_is_a_file, None, "is a file, not a folder"),
+    ("evaluate: the corpus files are missing", empty_data_dir, None, "multi30k/val.de.gz is not in"),
+    ("evaluate: a corpus file is damaged", damaged_data_dir, None, "val.de.gz is damaged"),
+    ("evaluate a model of a corpus without splits",
+     model_trained_on(corpus="parallel", train_files=["a", "b"], valid_files=["c", "d"]), None, "has no named splits"),
+    ("evaluate a model that does not exist", run_model("evaluate", "--model", "nothing/here", "--split", "val"), None,
+     "no model at nothing/here"),
+]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in COMMAND_CASES])
+def test_a_bad_option_or_input_of_translate_and_evaluate_is_one_line_and_exit_2(case, tiny_run, tmp_path,
+                                                                                monkeypatch, capsys):
+    _, setup, stdin, phrase = next(c for c in COMMAND_CASES if c[0] == case)
+    argv = setup(tmp_path, tiny_run)
+    monkeypatch.chdir(tmp_path)  # `evaluate` writes to ./evaluation/<model> by default: it must not
+    before = listing(tmp_path, tiny_run)
+    assert_one_line_error(*run_main(argv, stdin, capsys, monkeypatch), phrase)
+    assert listing(tmp_path, tiny_run) == before
+
+
+@pytest.mark.parametrize("stdin, lines", [
+    ((" ".join(["Hund"] * 2800) + "\nEin Kind.\n").encode(), 2),  # a 2,800-token line: cut, with one warning
+    ("Ein\x1b[31m Hund\x07 läuft.\n\x0c\n\tZwei Katzen.\n".encode(), 3),  # control characters are unknown pieces
+    ("\ufeffEin Hund.\r\n\r\nEin Kind.\r\n".encode(), 3),  # a BOM and Windows line ends
+    ("Ein\u2028Satz\x1cmit Trennern.\n".encode(), 1),  # characters str.splitlines() would split at
+])
+def test_odd_but_valid_standard_input_gives_one_output_line_per_input_line(stdin, lines, tiny_run, monkeypatch,
+                                                                             capsys):
+    status, out, err = run_main(["translate", "--model", tiny_run, "--beam", "1"], stdin, capsys, monkeypatch)
+    assert status == 0, err
+    assert len(out.split("\n")) == lines + 1 and out.endswith("\n"), out
+    assert err == "" or (err.count("\n") == 1 and err.startswith("warning: line 1 has ")), err
+
+
+# ---------------------------------------------------------------- `train`: config files, corpora, run folders
+
+def config_case(**changes):
+    def setup(work: Path, run: Path) -> list:
+        return ["train", "--config", write_config(work / "bad.toml", tiny_config(work, **changes))]
+    return setup
+
+
+def config_text(data: bytes):
+    def setup(work: Path, run: Path) -> list:
+        (work / "bad.toml").write_bytes(data)
+        return ["train", "--config", work / "bad.toml"]
+    return setup
+
+
+def with_args(*args, **changes):
+    def setup(work: Path, run: Path) -> list:
+        return config_case(**changes)(work, run) + list(args)
+    return setup
+
+
+def parallel_corpus(train_src: bytes, train_tgt: bytes, **changes):
+    """A config of a `parallel` corpus in work/corpus (the validation files are the training files)."""
+    def setup(work: Path, run: Path) -> list:
+        corpus = work / "corpus"
+        corpus.mkdir()
+        (corpus / "train.de").write_bytes(train_src)
+        (corpus / "train.en").write_bytes(train_tgt)
+        files = [str(corpus / "train.de"), str(corpus / "train.en")]
+        return config_case(data__corpus="parallel", data__train_files=files, data__valid_files=files,
+                           **changes)(work, run)
+    return setup
+
+
+def existing_run(*args, **changes):
+    def setup(work: Path, run: Path) -> list:
+        shutil.copytree(run, work / "out")
+        return config_case(**changes)(work, run) + list(args)
+    return setup
+
+
+def existing_run_with_pointer(text: str):
+    def setup(work: Path, run: Path) -> list:
+        argv = existing_run()(work, run)
+        (work / "out" / "checkpoints" / "latest").write_text(text)
+        return argv
+    return setup
+
+
+GERMAN = "".join(f"Ein Hund {i} läuft.\n" for i in range(20)).encode()
+ENGLISH = "".join(f"A dog {i} runs.\n" for i in range(20)).encode()
+
+TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
+    ("config file missing", lambda w, r: ["train", "--config", w / "nothing.toml"], "nothing.toml does not exist"),
+    ("config file is a folder", lambda w, r: ["train", "--config", w], "is not a file"),
+    ("config not TOML", config_text(b"name = 'x'\n[data"), "is not valid TOML"),
+    ("config not UTF-8", config_text("name = 'Männer'\n".encode("latin-1")), "is not UTF-8: byte 0xe4"),
+    ("config a misspelt key", config_case(optim__lr=0.1), "unknown setting(s) ['lr'] in [optim]"),
+    ("config a wrong type", config_case(optim__epochs="ten"), "optim.epochs must be int, got 'ten'"),
+    ("lr_factor = -1.0", config_case(optim__lr_factor=-1.0), "optim.lr_factor=-1.0 must be a finite number > 0"),
+    ("lr_factor = 0", config_case(optim__lr_factor=0.0), "optim.lr_factor=0.0"),
+    ("lr_factor = nan", config_case(optim__lr_factor=math.nan), "optim.lr_factor=nan"),
+    ("betas outside [0, 1)", config_case(optim__betas=[0.9, 1.0]), "optim.betas=[0.9, 1.0] must both be in [0, 1)"),
+    ("eps = 0", config_case(optim__eps=0.0), "optim.eps=0.0 must be a finite number > 0"),
+    ("weight_decay < 0", config_case(optim__weight_decay=-0.1), "optim.weight_decay=-0.1"),
+    ("clip_grad_norm = inf", config_case(optim__clip_grad_norm=math.inf), "optim.clip_grad_norm=inf"),
+    ("label_smoothing = nan", config_case(optim__label_smoothing=math.nan), "optim.label_smoothing=nan"),
+    ("max_tokens below max_len", config_case(optim__max_tokens=10), "optim.max_tokens=10 must be at least"),
+    ("epochs = 0", config_case(optim__epochs=0), "optim.epochs=0 must be at least 1"),
+    ("warmup_steps = 0", config_case(optim__warmup_steps=0), "optim.warmup_steps=0"),
+    ("an odd d_model", config_case(model__d_model=33), "model.d_model=33"),
+    ("d_model not divisible by the heads", config_case(model__num_heads=3), "divisible by num_heads=3"),
+    ("dropout = 1.5", config_case(model__dropout=1.5), "model.dropout=1.5 must be in [0, 1)"),
+    ("max_train_pairs < 0", config_case(data__max_train_pairs=-5), "data.max_train_pairs"),
+    ("an unknown Multi30k split", config_case(data__train_split="dev"), "data.train_split='dev'"),
+    ("tatoeba from German", config_case(data__corpus="tatoeba"), "data.corpus='tatoeba' holds English and Chinese"),
+    ("one language on both sides", config_case(data__tgt_lang="de"), "a translation needs two languages"),
+    ("out_dir empty", config_case(out_dir=""), "out_dir is empty"),
+    ("seed < 0", config_case(seed=-1), "seed=-1"),
+    ("--max-steps -1", with_args("--max-steps", "-1"), "optim.max_steps=-1"),
+    ("--device tpu", with_args("--device", "tpu"), "device='tpu' is not a device name"),
+    ("--out-dir a file", lambda w, r: (w / "file").write_text("x") and with_args("--out-dir", w / "file")(w, r),
+     "is a file, not a folder"),
+    ("out_dir holds a run", existing_run(), "already holds a run (step-00000026): pass --resume"),
+    ("--resume with nothing to resume", with_args("--resume"), "nothing to resume"),
+    ("--resume with another d_model", existing_run("--resume", model__d_model=64),
+     "contradicts the checkpoint it would resume: model.d_model: checkpoint has 32, config has 64"),
+    ("a run folder whose latest points out", existing_run_with_pointer("../../../../etc"),
+     "not the name of a checkpoint folder"),
+    ("parallel corpus files missing", config_case(data__corpus="parallel", data__train_files=["x.de", "x.en"],
+                                                  data__valid_files=["x.de", "x.en"]), "data file x.de does not exist"),
+    ("parallel corpus not aligned", parallel_corpus(GERMAN, ENGLISH[: len(ENGLISH) // 2]),
+     "aligned line by line"),
+    ("parallel corpus not UTF-8", parallel_corpus("Männer\n".encode("latin-1") + GERMAN, b"Men\n" + ENGLISH),
+     "train.de, line 1: byte 0xe4 is not valid UTF-8"),
+    ("a vocabulary too large for the corpus", parallel_corpus(GERMAN, ENGLISH, data__vocab_size=5000),
+     "the run's tokenizer cannot be trained"),
+    ("the corpus is missing", config_case(data__data_dir="nowhere", data__download=False),
+     "multi30k/train.de.gz is not in"),
+]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in TRAIN_CASES])
+def test_a_bad_config_corpus_or_run_folder_is_one_line_and_exit_2_and_writes_nothing(case, tiny_run, tmp_path,
+                                                                                     monkeypatch, capsys):
+    _, setup, phrase = next(c for c in TRAIN_CASES if c[0] == case)
+    argv = setup(tmp_path, tiny_run) + ["--no-progress"]
+    monkeypatch.chdir(tmp_path)
+    before = listing(tmp_path, tiny_run)
+    assert_one_line_error(*run_main(argv, None, capsys, monkeypatch), phrase)
+    assert listing(tmp_path, tiny_run) == before
+
+
+def test_there_are_at_least_thirty_bad_inputs():
+    assert len(MODEL_CASES) + len(RUN_CASES) + len(COMMAND_CASES) + len(TRAIN_CASES) >= 30
+
+
+# ---------------------------------------------------------------- every config field, any value
+
+SECTIONS = {"": TrainConfig, "data": DataConfig, "optim": OptimConfig}
+FIELDS = [(section, f.name) for section, cls in SECTIONS.items() for f in cls.__dataclass_fields__.values()
+          if f.name not in ("data", "optim", "model")]
+FIELDS += [("model", name) for name in TransformerConfig.__dataclass_fields__
+           if name not in ("src_vocab_size", "tgt_vocab_size", "pad_id")]
+FIELDS += [("", "data"), ("", "optim"), ("", "model"), ("optim", "surprise"), ("model", "surprise")]
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-2**70, 2**70),
+                    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0, 1, 2, -1, 0.5, 1e-9, 1e300]),
+                    st.text(max_size=12), st.sampled_from(["multi30k", "tatoeba", "tsv", "en", "zh", "val", "cpu"]))
+values = st.one_of(scalars, st.lists(scalars, max_size=3), st.dictionaries(st.text(max_size=6), scalars, max_size=2))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(changes=st.dictionaries(st.sampled_from(FIELDS), values, min_size=1, max_size=3))
+def test_any_value_of_any_config_field_gives_a_config_or_a_one_line_config_error(changes):
+    data = tomllib.loads(TINY.read_text())
+    for (section, name), value in changes.items():
+        if section and not isinstance(data.get(section), dict):
+            data[section] = {}
+        (data[section] if section else data)[name] = value
+    try:
+        config = TrainConfig.from_dict(data)
+    except ConfigError as e:  # never another exception: a traceback is for bugs
+        assert str(e) and "\n" not in str(e), str(e)
+    else:
+        assert TrainConfig.from_json(config.to_json()) == config
+
+
+@settings(max_examples=100, deadline=None)
+@given(section_name=st.sampled_from([f for f in FIELDS if f[1] not in ("data", "optim", "model")]),
+       value=st.one_of(st.integers(-2**63, 2**63 - 1), st.floats(), st.text(max_size=12), st.booleans(),
+                       st.lists(st.floats(), max_size=3)))
+def test_any_value_written_in_a_toml_file_gives_a_config_or_a_one_line_config_error(section_name, value,
+                                                                                    tmp_path_factory):
+    section, name = section_name
+    folder = tmp_path_factory.mktemp("toml", numbered=True)
+    data = tiny_config(folder, **{f"{section}__{name}" if section else name: value})
+    try:
+        TrainConfig.from_toml(write_config(folder / "c.toml", data))
+    except ConfigError as e:
+        assert str(e) and "\n" not in str(e), str(e)
+
+
+# ---------------------------------------------------------------- a real bug keeps its traceback
+
+def test_a_bug_inside_translation_is_not_turned_into_bad_input(tiny_run, monkeypatch, capsys):
+    def bug(*args, **kwargs):
+        raise ValueError("shapes (2, 3) and (4, 5) cannot be multiplied")  # stands for a bug deep in the model
+    monkeypatch.setattr(cli, "translate", bug)
+    with pytest.raises(ValueError, match="cannot be multiplied"):
+        run_main(["translate", "--model", tiny_run, SENTENCE], None, capsys, monkeypatch)
+
+
+def test_a_bug_inside_a_training_run_is_not_turned_into_bad_input(tmp_path, monkeypatch, capsys, course_data):
+    def bug(*args, **kwargs):
+        raise ValueError("a bug in the training step")
+    monkeypatch.setattr(train_module, "train_step", bug)
+    config = write_config(tmp_path / "tiny.toml", tiny_config(tmp_path))
+    with pytest.raises(ValueError, match="a bug in the training step"):
+        run_main(["train", "--config", config, "--no-progress"], None, capsys, monkeypatch)
+
+
+def test_a_bug_while_loading_weights_is_not_turned_into_a_checkpoint_error(tiny_run, monkeypatch):
+    import transformer.checkpoints as checkpoints
+
+    def bug(*args, **kwargs):
+        raise RuntimeError("a bug in the loader")
+    monkeypatch.setattr(checkpoints, "load_model", bug)
+    with pytest.raises(RuntimeError, match="a bug in the loader"):
+        load_checkpoint(tiny_run)
+
+
+# ---------------------------------------------------------------- the family
+
+def test_the_package_errors_are_one_family_that_keeps_the_builtin_types():
+    for kind in (ConfigError, CorpusError, CheckpointError, InputError, cli.CommandError):
+        assert issubclass(kind, TransformerError)
+    assert issubclass(ConfigError, ValueError) and issubclass(InputError, ValueError)
+    assert issubclass(CheckpointNotFoundError, CheckpointError)
+    assert issubclass(CheckpointNotFoundError, FileNotFoundError)
+    assert issubclass(RunExistsError, ConfigError) and issubclass(RunExistsError, FileExistsError)
+    assert issubclass(cli.CommandError, InputError)
+
+
+def test_the_corpus_errors_belong_to_the_family():
+    """notebooks/91_corpora.ipynb: CorpusNotFoundError, CorpusFormatError and ChecksumError derive from CorpusError."""
+    assert issubclass(CorpusNotFoundError, CorpusError) and issubclass(CorpusNotFoundError, FileNotFoundError)
+    assert issubclass(CorpusFormatError, CorpusError) and issubclass(CorpusFormatError, ValueError)
+    assert issubclass(ChecksumError, CorpusError) and issubclass(ChecksumError, ValueError)
+
+
+def test_the_errors_module_imports_nothing():
+    source = (ROOT / "src" / "transformer" / "errors.py").read_text()
+    assert not [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+# ---------------------------------------------------------------- the explorer, and two tools
+
+def test_the_explorer_shows_markup_in_a_sentence_as_text(tiny_run, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    import transformer.visualize as visualize
+    monkeypatch.setattr(visualize, "_png", lambda *args, **kwargs: b"")  # the pictures are not what is tested
+    box = visualize.attention_explorer(load_checkpoint(tiny_run), ["Ein <b>Hund</b> & eine Katze."])
+    caption = box.children[2].children[0].value
+    assert "Ein &lt;b&gt;Hund&lt;/b&gt; &amp; eine Katze." in caption and "<b>Hund" not in caption
+
+
+def load_tool(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"  # a zombie is gone too
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg") or not Path("/proc").is_dir(), reason="process groups and /proc")
+def test_check_in_jupyterlab_kills_a_server_and_its_kernel_that_ignore_sigterm(capsys):
+    pytest.importorskip("playwright.sync_api")
+    tool = load_tool("check_in_jupyterlab")
+    stubborn = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
+                "time.sleep(60)")  # a process that ignores SIGTERM, as a server slow to stop does
+    server_code = ("import subprocess, sys; kernel = subprocess.Popen([sys.executable, '-c', %r], "
+                   "stdout=subprocess.PIPE); kernel.stdout.readline(); print(kernel.pid, flush=True); exec(%r)"
+                   ) % (stubborn, stubborn)
+    server = subprocess.Popen([sys.executable, "-c", server_code], stdout=subprocess.PIPE, start_new_session=True)
+    kernel = int(server.stdout.readline())
+    assert server.stdout.readline() == b"up\n"
+    start = time.monotonic()
+    tool.stop(server, grace=1)
+    assert server.poll() is not None and time.monotonic() - start < 10
+    end = time.monotonic() + 5
+    while not gone(kernel) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert gone(kernel)
+    assert "did not stop within 1 s" in capsys.readouterr().err
+
+
+def test_ship_model_refuses_an_existing_folder_and_replaces_it_whole_when_asked(tiny_run, tmp_path, capsys):
+    tool = load_tool("ship_model")
+    out = tmp_path / "shipped"
+    out.mkdir()
+    for stale in ("src_tokenizer.model", "tgt_tokenizer.model", "README.md"):
+        (out / stale).write_text("from an older model")
+    before = listing(tmp_path)
+    args = ["ship", "--run", str(tiny_run), "--checkpoints", latest(tiny_run).name, "--to", str(out)]
+    assert tool.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "pass --replace" in err
+    assert listing(tmp_path) == before
+    assert tool.main(args + ["--replace"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shipped"]  # no temporary or old folder beside it
+    names = {p.name for p in out.iterdir()}
+    assert "tokenizer.model" in names and not names & {"src_tokenizer.model", "tgt_tokenizer.model", "README.md"}
+    assert load_checkpoint(out).src_tokenizer.vocab_size == 1000
