@@ -152,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--replace", action="store_true", help="replace the --to folder if it exists (all of it)")
     s.set_defaults(fn=ship)
     args = parser.parse_args(argv)
-    torch.set_grad_enabled(False)
     try:
-        args.fn(args)
+        with torch.no_grad():  # scoped: main() also runs inside other processes (the tests)
+            args.fn(args)
     except TransformerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
