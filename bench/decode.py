@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from transformer.data import load_multi30k
+from transformer.corpora import load_multi30k
 from transformer.decoding import greedy_decode, load_translator, models_dir, translate
 from transformer.model import Transformer, TransformerConfig
 

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from transformer.embedding import PositionalEncoding, TokenEmbedding
 from transformer.model import Transformer, TransformerConfig
-from transformer.train import label_smoothed_loss
+from transformer.loss import label_smoothed_loss
 
 # name: (D, h, N layers each side, D_ff, batch size B, source length S, target length T, vocabulary)
 SIZES = {

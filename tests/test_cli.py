@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer.cli import CommandError, read_lines
+from transformer.cli import CommandError, read_input_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,11 +42,11 @@ def tiny_run(tmp_path_factory, course_data) -> Path:
 
 
 def test_read_lines_keeps_empty_lines_and_refuses_bytes_that_are_not_utf8():
-    assert read_lines(b"a\n\nb\n") == ["a", "", "b"]
-    assert read_lines(b"a\r\nb") == ["a", "b"]
-    assert read_lines("ein\u2028Satz\x1cmehr\n".encode()) == ["ein\u2028Satz\x1cmehr"]  # one input line, one output line
+    assert read_input_lines(b"a\n\nb\n") == ["a", "", "b"]
+    assert read_input_lines(b"a\r\nb") == ["a", "b"]
+    assert read_input_lines("ein\u2028Satz\x1cmehr\n".encode()) == ["ein\u2028Satz\x1cmehr"]  # one input line, one output line
     with pytest.raises(CommandError, match="not UTF-8: byte 0xe4 at offset 1"):
-        read_lines("Männer".encode("latin-1"))
+        read_input_lines("Männer".encode("latin-1"))
 
 
 def test_help_of_every_command_works():

@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 import transformer.corpora as corpora
-import transformer.data as data
-from transformer.data import (
-    MULTI30K_SHA256, MULTI30K_SPLITS, Batch, ChecksumError, CorpusFormatError, CorpusNotFoundError,
-    TokenBudgetBatchSampler, TranslationDataset, collate, data_search_path, default_data_dir, download_file,
-    fetch_file, load_multi30k, load_parallel, load_tatoeba, load_tsv, read_lines, split_pairs,
+from transformer.corpora import (
+    MULTI30K_SHA256, MULTI30K_SPLITS, ChecksumError, CorpusFormatError, CorpusNotFoundError, data_search_path,
+    default_data_dir, download_file, fetch_file, load_multi30k, load_parallel, load_tatoeba, load_tsv, read_lines,
+    split_pairs,
 )
+from transformer.data import Batch, TokenBudgetBatchSampler, TranslationDataset, collate
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, train_tokenizer
 
 TINY = Path(__file__).parent / "data"
@@ -108,7 +108,7 @@ def test_sha256sums_covers_every_file_of_data_and_each_text_is_pinned(course_dat
 
 
 def test_the_course_copy_is_found_in_the_repository_without_any_other_folder(course_data, monkeypatch, tmp_path):
-    monkeypatch.delenv(data.DATA_ENV_VAR, raising=False)
+    monkeypatch.delenv(corpora.DATA_ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
     monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("tried to download"))
     assert corpora.course_data_dir().resolve() == course_data.resolve()
@@ -214,15 +214,15 @@ def test_present_files_never_touch_the_network(course_data, monkeypatch):
 
     monkeypatch.setattr(urllib.request, "urlopen", fail)
     assert len(load_multi30k("val", root=course_data)) == 1_014
-    monkeypatch.setenv(data.DATA_ENV_VAR, str(course_data))
+    monkeypatch.setenv(corpora.DATA_ENV_VAR, str(course_data))
     assert len(load_multi30k("val")) == 1_014
     assert len(load_tatoeba("val")) == TATOEBA_SIZES["val"]
 
 
 def test_default_data_dir_is_env_var_then_xdg_cache_then_home_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv(data.DATA_ENV_VAR, str(tmp_path / "env"))
+    monkeypatch.setenv(corpora.DATA_ENV_VAR, str(tmp_path / "env"))
     assert default_data_dir() == tmp_path / "env"
-    monkeypatch.delenv(data.DATA_ENV_VAR)
+    monkeypatch.delenv(corpora.DATA_ENV_VAR)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert default_data_dir() == tmp_path / "xdg" / "transformer"
     monkeypatch.delenv("XDG_CACHE_HOME")
@@ -232,10 +232,10 @@ def test_default_data_dir_is_env_var_then_xdg_cache_then_home_cache(monkeypatch,
 
 def test_search_path_is_root_alone_or_env_course_copy_cache(monkeypatch, tmp_path):
     assert data_search_path(tmp_path) == [tmp_path]
-    monkeypatch.setenv(data.DATA_ENV_VAR, str(tmp_path / "env"))
+    monkeypatch.setenv(corpora.DATA_ENV_VAR, str(tmp_path / "env"))
     monkeypatch.setattr(corpora, "course_data_dir", lambda: tmp_path / "repo" / "data")
     assert data_search_path() == [tmp_path / "env", tmp_path / "repo" / "data"]
-    monkeypatch.delenv(data.DATA_ENV_VAR)
+    monkeypatch.delenv(corpora.DATA_ENV_VAR)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert data_search_path() == [tmp_path / "repo" / "data", tmp_path / "xdg" / "transformer"]
 
@@ -283,7 +283,7 @@ def test_missing_multi30k_is_downloaded_verified_and_then_read_from_disk(course_
 
 def test_missing_corpus_goes_to_the_cache_when_no_root_is_given(course_data, tmp_path, monkeypatch, no_checkout):
     monkeypatch.setattr(corpora, "MULTI30K_URL", (course_data / "multi30k").as_uri() + "/{name}")
-    monkeypatch.delenv(data.DATA_ENV_VAR, raising=False)
+    monkeypatch.delenv(corpora.DATA_ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert len(load_multi30k("test_2017_flickr")) == 1_000
     assert (tmp_path / "transformer" / "multi30k" / "test_2017_flickr.en.gz").is_file()
@@ -297,14 +297,14 @@ def test_corrupt_multi30k_download_is_rejected(course_data, tmp_path, monkeypatc
 
 
 def test_missing_corpus_while_offline_is_a_clear_error(tmp_path, offline, no_checkout, monkeypatch):
-    monkeypatch.setenv(data.DATA_ENV_VAR, str(tmp_path / "cache"))
+    monkeypatch.setenv(corpora.DATA_ENV_VAR, str(tmp_path / "cache"))
     with pytest.raises(CorpusNotFoundError) as info:
         load_multi30k("train")
     message = str(info.value)
     assert "multi30k/train.de.gz is not in" in message and str(tmp_path / "cache") in message
-    assert data.MULTI30K_URL.format(name="train.de.gz") in message
+    assert corpora.MULTI30K_URL.format(name="train.de.gz") in message
     assert "Temporary failure in name resolution" in message and "offline" in message
-    assert data.DATA_ENV_VAR in message
+    assert corpora.DATA_ENV_VAR in message
     assert isinstance(info.value, FileNotFoundError)
     assert info.value.__cause__ is None and info.value.__suppress_context__  # no library traceback chained
     with pytest.raises(CorpusNotFoundError, match="tatoeba/cmn-eng.tsv.gz"):

@@ -173,7 +173,8 @@ def test_a_tiny_vocabulary_smaller_than_twice_the_beam_still_works():
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory, course_data):
     from test_train import tiny
-    from transformer.train import load_checkpoint, train
+    from transformer.checkpoints import load_checkpoint
+    from transformer.train import train
     config = tiny(tmp_path_factory.mktemp("tiny"))
     train(config)
     return load_checkpoint(config.out_dir)

@@ -3,7 +3,7 @@ import pytest
 import sacrebleu
 
 from transformer.evaluation import corpus_bleu, corpus_chrf, group_references, split_pairs_for
-from transformer.train import DataConfig
+from transformer.config import DataConfig
 
 
 def test_corpus_bleu_is_sacrebleu_with_its_signature_cased_and_13a_by_default():

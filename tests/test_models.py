@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from transformer.data import load_multi30k
+from transformer.corpora import load_multi30k
 from transformer.decoding import SHIPPED_MODELS, load_translator, models_dir, translate
 from transformer.evaluation import corpus_bleu
 

@@ -22,11 +22,16 @@ from hypothesis import strategies as st
 from safetensors.torch import load_file
 
 import transformer.train as train_module
-from transformer.data import CorpusNotFoundError, collate
+from transformer.checkpoints import (checkpoint_problem, latest_checkpoint, load_checkpoint, load_training_state,
+                                     save_training_state)
+from transformer.config import TrainConfig
+from transformer.corpora import CorpusNotFoundError
+from transformer.data import collate
+from transformer.loss import label_smoothed_loss, smoothed_targets
+from transformer.metrics import read_metrics
 from transformer.model import Transformer, TransformerConfig
-from transformer.train import (InverseSqrtSchedule, NonFiniteLossError, TrainConfig, inverse_sqrt_lr,
-                               label_smoothed_loss, latest_checkpoint, load_checkpoint, load_training_state,
-                               read_metrics, save_training_state, smoothed_targets, train, train_step)
+from transformer.schedule import InverseSqrtSchedule, inverse_sqrt_lr
+from transformer.train import NonFiniteLossError, train, train_step
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.toml"
@@ -359,7 +364,7 @@ def test_resume_over_a_truncated_latest_checkpoint_names_it_and_continues_from_t
     assert f"resuming from {older.name}, the newest intact checkpoint" in resumed.stderr
     assert f"done: step {result.step}" in resumed.stdout
     for f in older.parent.glob("step-*"):  # every remaining checkpoint but the broken one is intact
-        assert f == latest or train_module.checkpoint_problem(f) is None
+        assert f == latest or checkpoint_problem(f) is None
 
 
 def test_resume_with_no_intact_checkpoint_is_one_clear_error(reference_run, tmp_path):

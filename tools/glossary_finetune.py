@@ -23,9 +23,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from transformer.data import collate, load_tatoeba
+from transformer.corpora import load_tatoeba
+from transformer.data import collate
 from transformer.decoding import load_translator, translate
 from transformer.evaluation import corpus_bleu, group_references
+from transformer.files import atomic_write_text
 
 # Terms and short sentences in the register of Tatoeba (complete, punctuated sentences) and as titles.
 GLOSSARY = [
@@ -133,11 +135,7 @@ def main() -> None:
               "loss_first_10": round(sum(losses[:10]) / 10, 3), "loss_last_10": round(sum(losses[-10:]) / 10, 3),
               "decoding": "the shipped settings (models/tatoeba-en-zh/decoding.json)",
               "before": before, "after": after}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(out)
+    out = atomic_write_text(args.out, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(f"wrote {out} ({seconds:.0f} s of fine-tuning)")
 
 

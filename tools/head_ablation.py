@@ -17,7 +17,7 @@ import torch
 
 from transformer.decoding import load_translator
 from transformer.evaluation import group_references, split_pairs_for
-from transformer.tokenizer import _atomic_write_bytes
+from transformer.files import atomic_write_bytes
 from transformer.visualize import KINDS, ablation_bleu
 
 FIRST = 100  # the subset the chapter re-checks live
@@ -52,7 +52,7 @@ def main() -> None:
     report["seconds"] = round(time.perf_counter() - start)
     out = ckpt.path / "analysis" / "head_ablation.json"
     out.parent.mkdir(exist_ok=True)
-    _atomic_write_bytes(out, (json.dumps(report, indent=1) + "\n").encode("utf-8"))
+    atomic_write_bytes(out, (json.dumps(report, indent=1) + "\n").encode("utf-8"))
     print("wrote", out)
 
 

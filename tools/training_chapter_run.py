@@ -21,8 +21,12 @@ import torch
 from transformer.corpora import load_multi30k
 from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer
-from transformer.tokenizer import BOS_ID, EOS_ID, _atomic_write_bytes
-from transformer.train import DataConfig, OptimConfig, TrainConfig, load_checkpoint, read_metrics, train
+from transformer.files import atomic_write_bytes
+from transformer.tokenizer import BOS_ID, EOS_ID
+from transformer.checkpoints import load_checkpoint
+from transformer.config import DataConfig, OptimConfig, TrainConfig
+from transformer.metrics import read_metrics
+from transformer.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "10_training_run.json"
@@ -122,7 +126,7 @@ def main() -> None:
                              for (de, en), out in zip(val_pairs, translations)],
         }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write_bytes(args.out, (json.dumps(report, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+    atomic_write_bytes(args.out, (json.dumps(report, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
     print(f"trained in {train_seconds:.0f} s, translated in {translate_seconds:.0f} s; wrote {args.out}")
 
 

@@ -15,8 +15,8 @@ package's own errors, `TransformerError` and its family in `transformer.errors`;
 __version__ = "0.1.0"
 
 from transformer.attention import attention
-from transformer.data import (Batch, TokenBudgetBatchSampler, TranslationDataset, collate, load_multi30k,
-                              load_parallel, load_tatoeba, load_tsv)
+from transformer.corpora import load_multi30k, load_parallel, load_tatoeba, load_tsv
+from transformer.data import Batch, TokenBudgetBatchSampler, TranslationDataset, collate
 from transformer.decoder import Decoder, DecoderLayer
 from transformer.decoding import Hypothesis, beam_search, greedy_decode, load_translator, translate
 from transformer.evaluation import corpus_bleu, corpus_chrf, evaluate_checkpoint
@@ -27,7 +27,9 @@ from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
 from transformer.tokenizer import Tokenizer, train_tokenizer
-from transformer.train import TrainConfig, label_smoothed_loss, load_checkpoint  # train(config): transformer.train.train
+from transformer.checkpoints import load_checkpoint
+from transformer.config import TrainConfig
+from transformer.loss import label_smoothed_loss  # train(config): transformer.train.train
 from transformer.visualize import AttentionMaps, attention_maps, plot_attention
 
 __all__ = [

@@ -23,7 +23,8 @@ from torch import Tensor
 from .config import TrainConfig, parse_config
 from .errors import CheckpointError, CheckpointNotFoundError, ConfigError
 from .model import Transformer, TransformerConfig
-from .tokenizer import Tokenizer, _atomic_write_bytes
+from .files import atomic_write_text
+from .tokenizer import Tokenizer
 
 # %% ../../notebooks/93_checkpoints.ipynb #c15c13eb
 def _to_tree(obj, tensors: dict):
@@ -74,10 +75,6 @@ def load_training_state(directory: Path) -> dict:
     return _from_tree(json.loads((directory / "training_state.json").read_text()), tensors)
 
 # %% ../../notebooks/93_checkpoints.ipynb #668374ac
-def _write_text_atomically(path: Path, text: str) -> None:
-    _atomic_write_bytes(path, text.encode("utf-8"))  # the tokenizer's atomic write: temp file, fsync, rename
-
-
 _CHECKPOINT_NAME = re.compile(r"\w[\w.-]*")  # one folder name: no path separator, never "." or ".."
 
 

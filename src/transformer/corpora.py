@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import CorpusError
+from .files import atomic_write_bytes
 
 _log = logging.getLogger("transformer.data")  # the name the data chapter's reports have always carried
 
@@ -347,15 +348,7 @@ def _download_tatoeba(url: str, dest: str | Path, sha256: str | None = None) -> 
                             f"{digest[:12]}…, expected {CORPUS_SHA256[TATOEBA_FILE][:12]}…): its splits and scores "
                             f"would differ, so {dest} was not written; copy tatoeba/cmn-eng.tsv.gz from the course "
                             f"repository's data/ folder instead")
-    fd, part = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(gzip.compress(data, mtime=0) if dest.suffix == ".gz" else data)
-        os.replace(part, dest)
-    except BaseException:
-        Path(part).unlink(missing_ok=True)
-        raise
-    return dest
+    return atomic_write_bytes(dest, gzip.compress(data, mtime=0) if dest.suffix == ".gz" else data)
 
 # %% ../../notebooks/91_corpora.ipynb #e4c59e97
 def split_pairs(pairs: Sequence[tuple[str, str]], seed: int = 0, val_fraction: float = 0.05,

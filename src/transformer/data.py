@@ -11,11 +11,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .corpora import (CORPUS_SHA256, DATA_ENV_VAR, MULTI30K_SHA256, MULTI30K_SPLITS, MULTI30K_URL,
-                                 TATOEBA_FILE, TATOEBA_URL, ChecksumError, CorpusFormatError, CorpusNotFoundError,
-                                 course_data_dir, data_search_path, default_data_dir, download_file, fetch_file,
-                                 load_multi30k, load_parallel, load_tatoeba, load_tsv, read_lines, split_pairs,
-                                 verify_corpus_file)  # the loaders, from here too
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 _log = logging.getLogger("transformer.data")

@@ -44,7 +44,7 @@ def load_translator(model: str | Path = "multi30k-de-en", device: str | torch.de
     The checkpoint holds the model (in eval mode, float32) and its tokenizers; nothing is unpickled. A missing,
     damaged or inconsistent model raises `CheckpointError` (`CheckpointNotFoundError` if there is none), naming the file.
     """
-    from transformer.train import load_checkpoint  # the training chapter's loader
+    from transformer.checkpoints import load_checkpoint  # the appendix *Checkpoints and metrics* loader
 
     path = Path(model).expanduser()
     if not path.exists() and str(model) in SHIPPED_MODELS:

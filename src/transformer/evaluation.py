@@ -13,9 +13,10 @@ from typing import Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from .data import MULTI30K_SPLITS, load_multi30k, load_tatoeba
-from .errors import InputError
-from .tokenizer import _atomic_write_bytes
+from .corpora import (MULTI30K_SPLITS, CorpusNotFoundError, load_multi30k, load_parallel, load_tatoeba,
+                                 load_tsv)
+from .errors import ConfigError, InputError
+from .files import atomic_write_bytes
 
 # %% ../../notebooks/12_evaluation.ipynb #7189229f
 @dataclass
@@ -84,8 +85,13 @@ def group_references(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[
     return list(grouped), list(grouped.values())
 
 # %% ../../notebooks/12_evaluation.ipynb #b8cc869a
-def split_pairs_for(data, split: str) -> list[tuple[str, str]]:
-    """The (source, target) pairs of `split` for a run's `DataConfig` (Multi30k or Tatoeba)."""
+def split_pairs_for(data, split: str, files: Sequence[str | Path] = ()) -> list[tuple[str, str]]:
+    """The (source, target) pairs of `split` for a run's `DataConfig`, in its direction src_lang -> tgt_lang.
+
+    Multi30k and Tatoeba have named splits; a `parallel` or `tsv` corpus has only the `files` a config names
+    (the training run passes its `train_files` or `valid_files`). The one loader of the pairs of a split:
+    training and evaluation both call it.
+    """
     root = Path(data.data_dir).expanduser() if data.data_dir else None
     if data.corpus == "multi30k":
         if split not in MULTI30K_SPLITS:
@@ -95,9 +101,19 @@ def split_pairs_for(data, split: str) -> list[tuple[str, str]]:
         if split not in ("train", "val", "valid", "test"):
             raise InputError(f"unknown split {split!r} for Tatoeba: choose one of train, val, test")
         pairs = load_tatoeba(split, root=root, download=data.download)  # (en, zh)
-        return pairs if (data.src_lang, data.tgt_lang) == ("en", "zh") else [(b, a) for a, b in pairs]
-    raise InputError(f"this model was trained on corpus {data.corpus!r}, which has no named splits: translate "
-                     "your files with `transformer translate` and score them with corpus_bleu")
+        if (data.src_lang, data.tgt_lang) == ("en", "zh"):
+            return pairs
+        if (data.src_lang, data.tgt_lang) == ("zh", "en"):
+            return [(b, a) for a, b in pairs]
+        raise ConfigError(f"tatoeba holds en and zh, not {data.src_lang}->{data.tgt_lang}")
+    if not files:
+        raise InputError(f"this model was trained on corpus {data.corpus!r}, which has no named splits: translate "
+                         "your files with `transformer translate` and score them with corpus_bleu")
+    for f in files:
+        if not Path(f).is_file():
+            raise CorpusNotFoundError(f"data file {f} does not exist (the config names it in data.train_files or "
+                                      "data.valid_files)")
+    return load_parallel(files[0], files[1]) if data.corpus == "parallel" else load_tsv(files[0])
 
 
 def evaluate_checkpoint(checkpoint, split: str, *, beam_size: int | None = None, alpha: float | None = None,
@@ -144,8 +160,8 @@ def evaluate_checkpoint(checkpoint, split: str, *, beam_size: int | None = None,
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise InputError(f"out_dir={out} cannot be created: {e.strerror}") from None
-        _atomic_write_bytes(out / f"{split}.hyp", "".join(h + "\n" for h in hypotheses).encode("utf-8"))
-        _atomic_write_bytes(out / f"{split}.json",
+        atomic_write_bytes(out / f"{split}.hyp", "".join(h + "\n" for h in hypotheses).encode("utf-8"))
+        atomic_write_bytes(out / f"{split}.json",
                             (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
     report["hypotheses"] = hypotheses
     return report

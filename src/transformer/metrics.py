@@ -5,8 +5,10 @@ __all__ = ['MetricsLog', 'read_metrics']
 
 # %% ../../notebooks/93_checkpoints.ipynb #7e791550
 import csv
-import os
+import io
 from pathlib import Path
+
+from .files import atomic_write_text
 
 class MetricsLog:
     """metrics.csv (one row per step, one per epoch) and, if installed, TensorBoard.
@@ -23,12 +25,11 @@ class MetricsLog:
         if resume_step is not None and self.path.is_file():
             with open(self.path, newline="") as f:
                 rows = [r for r in csv.DictReader(f) if int(r["step"]) <= resume_step]
-        tmp = self.path.with_name(".metrics.csv.tmp")
-        with open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, self.FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(tmp, self.path)
+        kept = io.StringIO(newline="")
+        writer = csv.DictWriter(kept, self.FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write_text(self.path, kept.getvalue())
         self._file = open(self.path, "a", newline="")
         self._writer = csv.DictWriter(self._file, self.FIELDS)
         self._tb = None

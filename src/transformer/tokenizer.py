@@ -6,30 +6,16 @@ __all__ = ['PAD_ID', 'UNK_ID', 'BOS_ID', 'EOS_ID', 'SPECIAL_PIECES', 'Tokenizer'
 # %% ../../notebooks/91_corpora.ipynb #aa0da441
 import hashlib
 import io
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
 
+from .files import atomic_write_bytes
+
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")
 
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and a rename: readers see the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, part = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(part, path)
-    except BaseException:
-        Path(part).unlink(missing_ok=True)
-        raise
 
 # %% ../../notebooks/91_corpora.ipynb #719cdfa0
 class Tokenizer:
@@ -66,7 +52,7 @@ class Tokenizer:
     def save(self, path: str | Path) -> Path:
         """Write the model to `path` atomically (temporary file, then rename) and return the path."""
         path = Path(path)
-        _atomic_write_bytes(path, self._proto)
+        atomic_write_bytes(path, self._proto)
         return path
 
     @property
@@ -172,5 +158,5 @@ def train_tokenizer(sentences: Iterable[str], model_prefix: str | Path, vocab_si
         raise ValueError(f"sentencepiece could not train a {model_type} model with vocab_size={vocab_size} on "
                          f"{len(texts)} sentences: {reason}") from None
     path = Path(f"{model_prefix}.model")
-    _atomic_write_bytes(path, model.getvalue())
+    atomic_write_bytes(path, model.getvalue())
     return Tokenizer(model.getvalue(), model_path=path)
