@@ -30,6 +30,20 @@ def course_data() -> Path:
     return COURSE_DATA
 
 
+OFFLINE_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens, every connection through it is refused
+
+
+def reader_env(home: Path) -> dict[str, str]:
+    """The environment of a reader's shell on a machine with nothing of ours: HOME the given (empty) folder, no
+    course variables, caches, Python paths or pytest state inherited, and every download refused."""
+    dropped = ("TRANSFORMER_", "XDG_", "PYTEST_", "NBVAL", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "COV_CORE_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped) and k.lower() != "no_proxy"}
+    env.update(dict.fromkeys(("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"),
+                             OFFLINE_PROXY))
+    env["HOME"] = str(home)
+    return env
+
+
 def pytest_collection_modifyitems(config, items):
     """Start the longest items first: the portability re-runs (`test_portable_outputs.py`, a whole
     notebook each, longest first). A stable sort, so every notebook's cells keep their order and every

@@ -8,7 +8,6 @@ line naming the file and the fix, never a traceback and never a silently differe
 
 The clone is of the committed HEAD: what a reader gets. Uncommitted changes are not in it.
 """
-import os
 import shutil
 import subprocess
 import sys
@@ -16,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import reader_env
 from test_portable_outputs import _pytest_options  # the suite's nbval options, without its xdist workers
 
 ROOT = Path(__file__).resolve().parents[1]
-DEAD_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens, every connection is refused
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +29,8 @@ def clone(tmp_path_factory):
     base = tmp_path_factory.mktemp("reader")
     subprocess.run(["git", "clone", "-q", str(ROOT), str(base / "course")], check=True, timeout=120)
     (base / "home").mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TRANSFORMER_", "XDG_", "PYTEST_", "NBVAL")) and k not in ("PYTHONPATH", "COV_CORE_SOURCE")}
-    env.update(HOME=str(base / "home"), PYTHONPATH=str(base / "course" / "src"), OMP_NUM_THREADS="1",
-               http_proxy=DEAD_PROXY, https_proxy=DEAD_PROXY, HTTP_PROXY=DEAD_PROXY, HTTPS_PROXY=DEAD_PROXY,
-               no_proxy="", NO_PROXY="")
+    env = reader_env(base / "home")
+    env.update(PYTHONPATH=str(base / "course" / "src"), OMP_NUM_THREADS="1")
     assert not (base / "shared").exists()
     return base / "course", env
 

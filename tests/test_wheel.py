@@ -23,11 +23,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import reader_env
+
 ROOT = Path(__file__).resolve().parents[1]
 # What a fresh clone does not have: left out of the copy the wheel is built from.
 NOT_IN_A_CLONE_AT_TOP = {".git", ".venv", "venv", "build", "dist", "_build", "runs", "checkpoints", "evaluation"}
 NOT_IN_A_CLONE_ANYWHERE = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis", ".cache"}
-OFFLINE = "http://127.0.0.1:9"  # the discard port: every connection through this proxy is refused
 
 
 def run(command: list, **kwargs) -> subprocess.CompletedProcess:
@@ -81,11 +82,8 @@ def installed(tmp_path_factory) -> SimpleNamespace:
     home, elsewhere = tmp / "home", tmp / "elsewhere"
     home.mkdir()
     elsewhere.mkdir()
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith("TRANSFORMER_") and key.lower() not in ("no_proxy", "pythonpath", "pythonhome",
-                                                                        "virtual_env", "xdg_cache_home")}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", HOME=str(home))
-    env.update(dict.fromkeys(("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"), OFFLINE))
+    env = reader_env(home)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return SimpleNamespace(wheel=wheel, python=python, bin=venv / "bin", site_packages=site_packages, env=env,
                            cwd=elsewhere, package=site_packages / "transformer")
 
