@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 
 from transformer.corpora import load_multi30k
-from transformer.decoding import greedy_decode, load_translator, models_dir, translate
+from transformer.checkpoints import load_translator, models_dir
+from transformer.decoding import greedy_decode, translate
 from transformer.model import Transformer, TransformerConfig
 
 from timing import timed  # bench/timing.py: python puts the script's folder on the path

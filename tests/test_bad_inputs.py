@@ -36,7 +36,7 @@ import transformer.train as train_module
 from transformer.checkpoints import load_checkpoint
 from transformer.config import DataConfig, OptimConfig, TrainConfig
 from transformer.corpora import ChecksumError, CorpusFormatError, CorpusNotFoundError
-from transformer.decoding import load_translator
+from transformer.checkpoints import load_translator
 from transformer.errors import (CheckpointError, CheckpointNotFoundError, ConfigError, CorpusError, InputError,
                                 RunExistsError, TransformerError)
 from transformer.model import TransformerConfig

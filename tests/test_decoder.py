@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from transformer.decoder import Decoder, DecoderLayer, copy_decoder_layer_from_torch
+from transformer.decoder import Decoder, DecoderCache, DecoderLayer, copy_decoder_layer_from_torch
 from transformer.masking import causal_mask
 
 
@@ -81,6 +81,43 @@ def test_decoder_output_up_to_t_ignores_target_positions_after_t(T, t, norm_firs
         after = dec(changed, memory, None, causal_mask(T))
     torch.testing.assert_close(after[:, :t + 1], before[:, :t + 1])
     assert not torch.allclose(after[:, t + 1:], before[:, t + 1:])  # the later positions did change
+
+
+@settings(max_examples=20, deadline=None)
+@given(B=st.integers(1, 3), S=st.integers(1, 6), T=st.integers(1, 6), layers=st.integers(1, 3),
+       norm_first=st.booleans(), seed=st.integers(0, 2**16))
+def test_generating_one_position_per_call_with_the_cache_gives_the_full_outputs(B, S, T, layers, norm_first, seed):
+    """The cache is an optimisation: one position per call (no mask) equals all positions at once (causal mask),
+    with padded sources; the self-attention cache grows by one position a call, the cross-attention's stays."""
+    torch.manual_seed(seed)
+    dec = Decoder(layers, 16, 4, 24, dropout=0.0, norm_first=norm_first).double().eval()
+    x, memory, src_pad, _ = random_inputs(B, S, T, 16, torch.Generator().manual_seed(seed))
+    x, memory, src_mask = x.double(), memory.double(), (~src_pad)[:, None, None, :]
+    cache = DecoderCache(layers)
+    with torch.no_grad():
+        full = dec(x, memory, src_mask, causal_mask(T))  # (B, T, D)
+        rows = []
+        for t in range(T):
+            rows.append(dec(x[:, t:t + 1], memory, src_mask, None, cache=cache))  # (B, 1, D)
+            assert cache.length == t + 1
+            assert all(len(c.cross_attn) == S for c in cache.layers)
+    torch.testing.assert_close(torch.cat(rows, dim=1), full, rtol=0, atol=1e-12)
+
+
+def test_the_cache_follows_selected_rows():
+    """select(rows) reorders and repeats the cached rows, so a beam keeps the keys and values of its own prefix."""
+    torch.manual_seed(0)
+    dec = Decoder(2, 16, 4, 24, dropout=0.0).double().eval()
+    x, memory, _, _ = random_inputs(3, 5, 4, 16, torch.Generator().manual_seed(1))
+    x, memory = x.double(), memory.double()
+    rows = torch.tensor([2, 0, 0])
+    cache = DecoderCache(2)
+    with torch.no_grad():
+        full = dec(x[rows], memory[rows], None, causal_mask(4))
+        dec(x[:, :2], memory, None, causal_mask(2), cache=cache)  # two positions of all three rows at once
+        cache.select(rows)
+        rest = dec(x[rows, 2:], memory[rows], None, causal_mask(4)[..., 2:, :], cache=cache)  # (3, 2, D)
+    torch.testing.assert_close(rest, full[:, 2:], rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

@@ -94,12 +94,15 @@ def test_kv_cache_in_float32_gives_the_same_tokens_and_scores_within_1e_5(norm_f
 def test_the_cache_grows_by_one_key_and_value_row_per_layer_per_step_and_keeps_cross_attention_fixed():
     model, src = random_model(True, 0), random_source(0, B=2, S=5)
     state = _start(model, src, use_cache=True)
-    cross_before = [k.data_ptr() for k in state.cross_k]
+    layers = state.cache.layers
     ys = torch.full((2, 1), BOS_ID)
     for t in range(1, 5):
         state.step(ys)
-        assert all(k.shape == (2, 4, t, 8) for k in state.self_k) and all(v.shape == (2, 4, t, 8) for v in state.self_v)
-        assert [k.data_ptr() for k in state.cross_k] == cross_before  # C W^K computed once
+        assert all(c.self_attn.k.shape == (2, 4, t, 8) and c.self_attn.v.shape == (2, 4, t, 8) for c in layers)
+        if t == 1:
+            cross_before = [c.cross_attn.k.data_ptr() for c in layers]
+        assert [c.cross_attn.k.data_ptr() for c in layers] == cross_before  # C W^K computed once
+        assert all(c.cross_attn.k.shape == (2, 4, 5, 8) for c in layers)
         ys = torch.cat([ys, torch.full((2, 1), 7)], dim=1)
     with pytest.raises(ValueError, match="the cache holds 4 tokens"):
         state.step(ys[:, :3])

@@ -2,7 +2,8 @@
 import pytest
 import sacrebleu
 
-from transformer.evaluation import corpus_bleu, corpus_chrf, group_references, split_pairs_for
+from transformer.corpora import split_pairs_for
+from transformer.evaluation import corpus_bleu, corpus_chrf, group_references
 from transformer.config import DataConfig
 
 

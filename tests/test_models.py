@@ -11,7 +11,8 @@ import torch
 from safetensors import safe_open
 
 from transformer.corpora import load_multi30k
-from transformer.decoding import SHIPPED_MODELS, load_translator, models_dir, translate
+from transformer.checkpoints import SHIPPED_MODELS, load_translator, models_dir
+from transformer.decoding import translate
 from transformer.evaluation import corpus_bleu
 
 ROOT = Path(__file__).resolve().parents[1]

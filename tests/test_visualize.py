@@ -5,7 +5,7 @@ import matplotlib
 import pytest
 import torch
 
-from transformer.decoding import load_translator, models_dir
+from transformer.checkpoints import load_translator, models_dir
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
 from transformer.tokenizer import BOS_ID

@@ -15,8 +15,9 @@ import time
 
 import torch
 
-from transformer.decoding import load_translator
-from transformer.evaluation import group_references, split_pairs_for
+from transformer.checkpoints import load_translator
+from transformer.corpora import split_pairs_for
+from transformer.evaluation import group_references
 from transformer.files import atomic_write_bytes
 from transformer.visualize import KINDS, ablation_bleu
 

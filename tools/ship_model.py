@@ -31,8 +31,7 @@ import torch
 from safetensors.torch import save_model
 
 from transformer.errors import InputError, TransformerError
-from transformer.evaluation import evaluate_checkpoint
-from transformer.checkpoints import Checkpoint, load_checkpoint
+from transformer.checkpoints import Checkpoint, evaluate_checkpoint, load_checkpoint
 
 
 def checkpoints_of(run: Path) -> list[Path]:

@@ -18,8 +18,8 @@ from transformer.attention import attention
 from transformer.corpora import load_multi30k, load_parallel, load_tatoeba, load_tsv
 from transformer.data import Batch, TokenBudgetBatchSampler, TranslationDataset, collate
 from transformer.decoder import Decoder, DecoderLayer
-from transformer.decoding import Hypothesis, beam_search, greedy_decode, load_translator, translate
-from transformer.evaluation import corpus_bleu, corpus_chrf, evaluate_checkpoint
+from transformer.decoding import Hypothesis, beam_search, greedy_decode, translate
+from transformer.evaluation import corpus_bleu, corpus_chrf, evaluate_pairs
 from transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
 from transformer.errors import CheckpointError, ConfigError, CorpusError, InputError, TransformerError
 from transformer.encoder import Encoder, EncoderLayer, FeedForward
@@ -27,7 +27,7 @@ from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
 from transformer.tokenizer import Tokenizer, train_tokenizer
-from transformer.checkpoints import load_checkpoint
+from transformer.checkpoints import evaluate_checkpoint, load_checkpoint, load_translator
 from transformer.config import TrainConfig
 from transformer.loss import label_smoothed_loss  # train(config): transformer.train.train
 from transformer.visualize import AttentionMaps, attention_maps, plot_attention
@@ -41,7 +41,7 @@ __all__ = [
     "TokenBudgetBatchSampler", "Batch", "collate", "Tokenizer", "train_tokenizer",
     "TrainConfig", "load_checkpoint", "label_smoothed_loss",
     "load_translator", "greedy_decode", "beam_search", "Hypothesis", "translate",
-    "corpus_bleu", "corpus_chrf", "evaluate_checkpoint",
+    "corpus_bleu", "corpus_chrf", "evaluate_pairs", "evaluate_checkpoint",
     "attention_maps", "AttentionMaps", "plot_attention",
     "TransformerError", "ConfigError", "CorpusError", "CheckpointError", "InputError",
 ]

@@ -4,7 +4,7 @@
 __all__ = ['DATA_ENV_VAR', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'TATOEBA_URL', 'TATOEBA_FILE', 'CORPUS_SHA256',
            'default_data_dir', 'course_data_dir', 'data_search_path', 'CorpusNotFoundError', 'CorpusFormatError',
            'ChecksumError', 'download_file', 'verify_corpus_file', 'fetch_file', 'read_lines', 'load_parallel',
-           'load_tsv', 'load_multi30k', 'split_pairs', 'load_tatoeba']
+           'load_tsv', 'load_multi30k', 'split_pairs', 'load_tatoeba', 'split_pairs_for']
 
 # %% ../../notebooks/91_corpora.ipynb #c68e9a78
 import gzip
@@ -19,7 +19,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import CorpusError
+from .errors import ConfigError, CorpusError, InputError
 from .files import atomic_write_bytes
 
 _log = logging.getLogger("transformer.data")  # the name the data chapter's reports have always carried
@@ -158,7 +158,7 @@ def _restore_hint(path: Path) -> str:
         if course.name == "data":  # a checkout of the repository
             return f"restore the repository's copy: `git checkout -- data/` in {course.parent}"
         return "reinstall the package (`pip install --force-reinstall` of the course), whose copy this is"
-    return (f"delete it (the loader then downloads the course's copy and checks it), or copy the file from the "
+    return ("delete it (the loader then downloads the course's copy and checks it), or copy the file from the "
             f"course repository's data/ folder")
 
 
@@ -384,3 +384,35 @@ def load_tatoeba(split: str, root: str | Path | None = None, seed: int = 0, *, v
                       fetch=_download_tatoeba)
     pairs = load_tsv(path, src_col=0, tgt_col=1)
     return split_pairs(pairs, seed, val_fraction, test_fraction)[split]
+
+# %% ../../notebooks/91_corpora.ipynb #b8cc869a
+def split_pairs_for(data, split: str, files: Sequence[str | Path] = ()) -> list[tuple[str, str]]:
+    """The (source, target) pairs of `split` for a run's `DataConfig`, in its direction src_lang -> tgt_lang.
+
+    Multi30k and Tatoeba have named splits; a `parallel` or `tsv` corpus has only the `files` a config names
+    (the training run passes its `train_files` or `valid_files`). The one loader of the pairs of a split:
+    training and evaluation both call it.
+    """
+    root = Path(data.data_dir).expanduser() if data.data_dir else None
+    if data.corpus == "multi30k":
+        if split not in MULTI30K_SPLITS:
+            raise InputError(f"unknown split {split!r} for Multi30k: choose one of {', '.join(MULTI30K_SPLITS)}")
+        return load_multi30k(split, root=root, src_lang=data.src_lang, tgt_lang=data.tgt_lang, download=data.download)
+    if data.corpus == "tatoeba":
+        if split not in ("train", "val", "valid", "test"):
+            raise InputError(f"unknown split {split!r} for Tatoeba: choose one of train, val, test")
+        pairs = load_tatoeba(split, root=root, download=data.download)  # (en, zh)
+        if (data.src_lang, data.tgt_lang) == ("en", "zh"):
+            return pairs
+        if (data.src_lang, data.tgt_lang) == ("zh", "en"):
+            return [(b, a) for a, b in pairs]
+        raise ConfigError(f"tatoeba holds en and zh, not {data.src_lang}->{data.tgt_lang}")
+    if not files:
+        raise InputError(f"this model was trained on corpus {data.corpus!r}, which has no named splits: translate "
+                         "your files with `transformer translate` and score them with corpus_bleu")
+    for f in files:
+        if not Path(f).is_file():
+            raise CorpusNotFoundError(f"data file {f} does not exist (the config names it in data.train_files or "
+                                      "data.valid_files)")
+    return load_parallel(files[0], files[1]) if data.corpus == "parallel" else load_tsv(files[0])
+

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .decoder import Decoder
+from .decoder import Decoder, DecoderCache
 from .embedding import PositionalEncoding, TokenEmbedding
 from .encoder import Encoder
 from .masking import causal_mask, padding_mask
@@ -116,9 +116,14 @@ class Transformer(nn.Module):
         """(B, S) source ids -> memory C (B, S, D)."""
         return self.encoder(self.positional(self.src_embed(src)), src_mask)  # (B, S, D)
 
-    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None) -> Tensor:
-        """(B, T) target ids and memory (B, S, D) -> decoder output (B, T, D), before the generator."""
-        return self.decoder(self.positional(self.tgt_embed(tgt)), memory, src_mask, tgt_mask)  # (B, T, D)
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
+               cache: DecoderCache | None = None) -> Tensor:
+        """(B, T) target ids and memory (B, S, D) -> decoder output (B, T, D), before the generator.
+
+        With a `DecoderCache`, `tgt` holds only the new tokens; they take the positions after the cached ones.
+        """
+        offset = 0 if cache is None else cache.length  # the position of tgt's first token
+        return self.decoder(self.positional(self.tgt_embed(tgt), offset), memory, src_mask, tgt_mask, cache)
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """(B, S) source ids, (B, T) target ids (shifted right: they start with BOS) -> logits (B, T, |V_tgt|)."""

@@ -22,7 +22,7 @@ from .checkpoints import (_load_tokenizers, _load_weights, _prune_checkpoints, _
 from .config import _NO_SPACES, DataConfig, TrainConfig, check_resume_compatible
 from .data import TokenBudgetBatchSampler, TranslationDataset, collate
 from .files import atomic_write_text
-from .evaluation import split_pairs_for
+from .corpora import split_pairs_for
 from .errors import CheckpointNotFoundError, ConfigError, RunExistsError, TransformerError
 from .distributed import DistInfo, _all_reduce_sum, _gather_rng_states, select_device
 from .loss import label_smoothed_loss
