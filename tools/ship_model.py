@@ -31,6 +31,7 @@ import torch
 from safetensors.torch import save_model
 
 from transformer.errors import InputError, TransformerError
+from transformer.averaging import average_weights
 from transformer.checkpoints import Checkpoint, evaluate_checkpoint, load_checkpoint
 
 
@@ -39,13 +40,10 @@ def checkpoints_of(run: Path) -> list[Path]:
 
 
 def averaged(paths: list[Path]) -> Checkpoint:
-    """The checkpoint of paths[-1] with weights replaced by the mean of all paths' weights (in float64)."""
+    """The checkpoint of paths[-1] with weights replaced by the mean of all paths' weights (`average_weights`)."""
     base = load_checkpoint(paths[-1])
-    total = {k: v.double().clone() for k, v in base.model.state_dict().items()}
-    for p in paths[:-1]:
-        for k, v in load_checkpoint(p).model.state_dict().items():
-            total[k] += v.double()
-    base.model.load_state_dict({k: (v / len(paths)).float() for k, v in total.items()})
+    others = [load_checkpoint(p).model.state_dict() for p in paths[:-1]]
+    base.model.load_state_dict(average_weights(others + [base.model.state_dict()]))
     return base
 
 

@@ -131,13 +131,15 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
 # %% ../../notebooks/11_decoding.ipynb #fc8e07b2
 @torch.no_grad()
 def beam_search(model: Transformer, src: Tensor, *, beam_size: int = 4, alpha: float = 0.6, n_best: int = 1,
-                max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True) -> list[list[Hypothesis]]:
+                max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True,
+                early_stop: bool = True) -> list[list[Hypothesis]]:
     """Keep the `beam_size` most probable prefixes of every sentence: src (B, S) -> B lists of n_best hypotheses.
 
     All B sentences x k beams run as one batch of B*k rows. A prefix that produces EOS is set aside as a
     finished hypothesis scored log P / lp(L) (GNMT length penalty, `alpha`); the open beams are refilled
     from the next best candidates. A sentence stops when its n_best finished hypotheses can no longer be
-    beaten by an open beam, or at its length limit a * S_i + b. Hypotheses come best first.
+    beaten by an open beam (`early_stop=False` skips that test), or at its length limit a * S_i + b.
+    Hypotheses come best first.
     """
     if beam_size < 1 or not 1 <= n_best <= beam_size:
         raise InputError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got beam_size={beam_size}, "
@@ -158,30 +160,12 @@ def beam_search(model: Transformer, src: Tensor, *, beam_size: int = 4, alpha: f
         logp = state.step(ys).view(b, k, -1)  # (b, k, V)
         V = logp.shape[-1]
         top_lp, top = (beam_lp.to(logp.dtype)[:, :, None] + logp).view(b, k * V).topk(2 * k, dim=-1)  # (b, 2k) each
-        top_beam, top_tok = top // V, top % V  # (b, 2k): which beam, which next token
-        top_lp, top_beam, top_tok = top_lp.tolist(), top_beam.tolist(), top_tok.tolist()  # plain numbers from here
+        ranked = zip(top_lp.tolist(), (top // V).tolist(), (top % V).tolist())  # per sentence: log P, beam, token
         next_rows, next_tok, next_lp, done = [], [], [], []
-        for g, s in enumerate(sentences):
-            hyps, chosen = finished[s], []
-            for j in range(2 * k):
-                lp, beam, tok = top_lp[g][j], top_beam[g][j], top_tok[g][j]
-                if lp == -math.inf:
-                    break
-                if tok == EOS_ID:
-                    if j < k:  # an EOS ranked below the k best was never a beam: ignore it
-                        hyps.append(Hypothesis(ys[g * k + beam, 1:].tolist(), lp, lp / length_penalty(t, alpha)))
-                elif len(chosen) < k:
-                    chosen.append((beam, tok, lp))
-            if t >= limits[s]:  # length limit: the open beams end here, unfinished
-                hyps += [Hypothesis(ys[g * k + beam, 1:].tolist() + [tok], lp, lp / length_penalty(t, alpha), False)
-                         for beam, tok, lp in chosen]
-            hyps.sort(key=lambda h: -h.score)
-            del hyps[k:]  # at most k are ever needed
-            if t >= limits[s] or not chosen:
-                done.append(True)
-                continue
-            bound = chosen[0][2] / length_penalty(limits[s], alpha)  # the best any open beam can still reach
-            done.append(len(hyps) >= n_best and hyps[n_best - 1].score >= bound)
+        for g, (s, candidates) in enumerate(zip(sentences, ranked)):
+            chosen = _extend(finished[s], ys[g * k:(g + 1) * k], *candidates, t, limits[s], alpha)
+            done.append(t >= limits[s] or not chosen
+                        or early_stop and _settled(finished[s], chosen[0][2], n_best, limits[s], alpha))
             if not done[-1]:
                 chosen += [(0, PAD_ID, -math.inf)] * (k - len(chosen))  # only with a vocabulary smaller than 2k
                 next_rows += [g * k + beam for beam, _, _ in chosen]
@@ -194,6 +178,36 @@ def beam_search(model: Transformer, src: Tensor, *, beam_size: int = 4, alpha: f
             ys = torch.cat([ys[rows], torch.tensor(next_tok, device=dev)[:, None]], dim=1)  # (b'*k, t + 1)
             beam_lp = torch.tensor(next_lp, dtype=logp.dtype, device=dev)  # (b', k)
     return [hyps[:n_best] for hyps in finished]
+
+
+def _extend(hyps: list[Hypothesis], beams: Tensor, lps: list[float], beam_ids: list[int], tokens: list[int],
+            t: int, limit: int, alpha: float) -> list[tuple[int, int, float]]:
+    """One sentence's 2k best candidates (log P, which beam, which token), best first: those that end in EOS
+    join `hyps` as finished hypotheses, the k best others are returned as (beam, token, log P), the next
+    beams. At the length limit those become unfinished hypotheses instead. `hyps` keeps its k best, best first.
+    """
+    k = len(beams)  # beams: (k, t), this sentence's rows of ys
+    chosen = []
+    for j, (lp, beam, tok) in enumerate(zip(lps, beam_ids, tokens)):
+        if lp == -math.inf:
+            break
+        if tok == EOS_ID:
+            if j < k:  # an EOS ranked below the k best was never a beam: ignore it
+                hyps.append(Hypothesis(beams[beam, 1:].tolist(), lp, lp / length_penalty(t, alpha)))
+        elif len(chosen) < k:
+            chosen.append((beam, tok, lp))
+    if t >= limit:  # length limit: the open beams end here, unfinished
+        hyps += [Hypothesis(beams[beam, 1:].tolist() + [tok], lp, lp / length_penalty(t, alpha), False)
+                 for beam, tok, lp in chosen]
+    hyps.sort(key=lambda h: -h.score)
+    del hyps[k:]  # at most k are ever needed
+    return chosen
+
+
+def _settled(hyps: list[Hypothesis], best_open_lp: float, n_best: int, limit: int, alpha: float) -> bool:
+    """True when the n_best finished hypotheses are final: an open beam's log P only falls as it grows, and
+    lp(L) <= lp(limit) for alpha >= 0, so log P / lp(limit) bounds every score the best open beam can reach."""
+    return len(hyps) >= n_best and hyps[n_best - 1].score >= best_open_lp / length_penalty(limit, alpha)
 
 # %% ../../notebooks/11_decoding.ipynb #6f61c92a
 class KVCache:
