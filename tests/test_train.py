@@ -30,7 +30,7 @@ from transformer.data import collate
 from transformer.loss import label_smoothed_loss, smoothed_targets
 from transformer.metrics import read_metrics
 from transformer.model import Transformer, TransformerConfig
-from transformer.schedule import InverseSqrtSchedule, inverse_sqrt_lr
+from transformer.schedule import InverseSqrtSchedule, LinearDecaySchedule, inverse_sqrt_lr
 from transformer.train import NonFiniteLossError, train, train_step
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,6 +98,32 @@ def test_schedule_rises_linearly_peaks_at_warmup_then_decays_as_inverse_sqrt():
     assert lr[4 * W - 1 - 2 * W] == pytest.approx(lr[W - 1] * math.sqrt(W / (2 * W)))  # 1/sqrt(step) after it
     # LambdaLR multiplies base lr 1 by the schedule, counting steps taken from 0
     assert InverseSqrtSchedule(D, W)(0) == inverse_sqrt_lr(1, D, W)
+
+
+def test_linear_schedule_shares_the_warm_up_and_peak_then_falls_in_a_line_to_almost_zero():
+    D, W, total = 256, 400, 1400
+    linear, paper = LinearDecaySchedule(D, W, total), InverseSqrtSchedule(D, W)
+    lr = [linear(taken) for taken in range(total)]  # steps 1 .. total
+    assert lr[:W] == pytest.approx([paper(taken) for taken in range(W)])  # the same warm-up, the same peak
+    assert max(range(total), key=lr.__getitem__) + 1 == W
+    falls = [a - b for a, b in zip(lr[W - 1:], lr[W:])]
+    assert min(falls) == pytest.approx(max(falls)) and min(falls) > 0  # a straight line down
+    assert lr[-1] == pytest.approx(lr[W - 1] / (total - W + 1))  # the last step still moves, a little
+    assert lr[total // 2] < paper(total // 2)  # below the inverse square root on the way
+
+
+def test_a_linear_schedule_run_ends_near_zero_and_may_not_change_its_length_on_resume(tmp_path, course_data):
+    config = tiny(tmp_path, optim__schedule="linear", optim__warmup_steps=3, optim__epochs=2)
+    result = train(config)
+    lrs = [r["lr"] for r in read_metrics(config.out_dir) if r["kind"] == "step"]
+    assert len(lrs) == result.step and lrs[-1] < lrs[2] / (result.step - 3)  * 1.01
+    longer = dataclasses.replace(config, optim=dataclasses.replace(config.optim, epochs=3))
+    with pytest.raises(ValueError, match=r"optim.epochs: checkpoint has 2, config has 3"):
+        train(longer, resume=True)
+    with pytest.raises(ValueError, match="leaves nothing to decay"):
+        train(tiny(tmp_path, "short", optim__schedule="linear", optim__warmup_steps=10_000))
+    with pytest.raises(ValueError, match=r"optim.schedule='cosine' must be one of \['inverse_sqrt', 'linear'\]"):
+        tiny(tmp_path, "other", optim__schedule="cosine")
 
 
 # ---------------------------------------------------------------- configuration

@@ -127,6 +127,7 @@ class OptimConfig:
     max_tokens: int = 4096  # token budget of one batch, per process
     lr_factor: float = 1.0  # multiplies the paper's schedule
     warmup_steps: int = 4000
+    schedule: str = "inverse_sqrt"  # the paper's; or "linear": the same warm-up, then down to ~0 at the last step
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
     weight_decay: float = 0.0
@@ -137,6 +138,7 @@ class OptimConfig:
 _CORPORA = ("multi30k", "tatoeba", "parallel", "tsv")
 _NO_SPACES = ("zh", "ja", "th")  # languages written without spaces between words
 _PRECISIONS = ("auto", "bf16", "fp32")
+_SCHEDULES = ("inverse_sqrt", "linear")
 _SET_BY_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id")
 # Settings that may change when a run is resumed; every other one must match the checkpoint.
 _RESUMABLE_CHANGES = ("name", "out_dir", "device", "precision", "compile", "log_every", "save_every",
@@ -239,6 +241,7 @@ class TrainConfig:
             (o.max_tokens >= self.data.max_len, f"optim.max_tokens={o.max_tokens} must be at least data.max_len="
              f"{self.data.max_len}, so that the longest pair fits in a batch"),
             (o.warmup_steps > 0, f"optim.warmup_steps={o.warmup_steps} must be positive"),
+            (o.schedule in _SCHEDULES, f"optim.schedule={o.schedule!r} must be one of {list(_SCHEDULES)}"),
             (math.isfinite(o.lr_factor) and o.lr_factor > 0,
              f"optim.lr_factor={o.lr_factor} must be a finite number > 0: it multiplies the learning rate"),
             (all(math.isfinite(b) and 0 <= b < 1 for b in o.betas),
@@ -337,8 +340,11 @@ def check_resume_compatible(config: TrainConfig, saved: TrainConfig) -> None:
     model, corpus, tokenizer or optimiser would silently make a different run.
     """
     new, old = _effective(config), _effective(saved)
+    resumable = _RESUMABLE_CHANGES
+    if old.get("optim.schedule") == "linear":  # its slope is set by the run's length: that may not change
+        resumable = tuple(k for k in resumable if k not in ("optim.epochs", "optim.max_steps"))
     diffs = [f"{k}: checkpoint has {old.get(k)!r}, config has {new.get(k)!r}"
-             for k in sorted(set(new) | set(old)) if k not in _RESUMABLE_CHANGES and new.get(k) != old.get(k)]
+             for k in sorted(set(new) | set(old)) if k not in resumable and new.get(k) != old.get(k)]
     if diffs:
         raise ConfigError("the config contradicts the checkpoint it would resume:\n  " + "\n  ".join(diffs)
                          + "\nresume with the checkpoint's settings, or start a new run in another out_dir")

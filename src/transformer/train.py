@@ -28,7 +28,7 @@ from .distributed import DistInfo, _all_reduce_sum, _gather_rng_states, select_d
 from .loss import label_smoothed_loss
 from .metrics import MetricsLog, read_metrics
 from .model import Transformer, TransformerConfig
-from .schedule import InverseSqrtSchedule
+from .schedule import InverseSqrtSchedule, LinearDecaySchedule
 from .tokenizer import train_tokenizer
 
 # %% ../../notebooks/95_training_run.ipynb #d207dd68
@@ -240,9 +240,9 @@ def _run_data(config: TrainConfig, info: DistInfo, previous: Path | None):
 
 
 def _run_model(config: TrainConfig, info: DistInfo, device: torch.device, src_tok, tgt_tok,
-               previous: Path | None, state: dict | None):
+               previous: Path | None, state: dict | None, total_steps: int):
     """Model, optimiser, schedule: fresh, or exactly as the checkpoint left them; and `net`, the model the
-    steps run (wrapped for several processes, compiled if the config asks)."""
+    steps run (wrapped for several processes, compiled if the config asks). `total_steps`: the run's last step."""
     o = config.optim
     torch.manual_seed(config.seed)
     model_config = TransformerConfig(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
@@ -253,8 +253,11 @@ def _run_model(config: TrainConfig, info: DistInfo, device: torch.device, src_to
         _load_weights(model, previous / "model.safetensors")
     model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, InverseSqrtSchedule(model_config.d_model, o.warmup_steps, o.lr_factor))
+    if o.schedule == "linear":
+        schedule = LinearDecaySchedule(model_config.d_model, o.warmup_steps, total_steps, o.lr_factor)
+    else:
+        schedule = InverseSqrtSchedule(model_config.d_model, o.warmup_steps, o.lr_factor)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -393,7 +396,11 @@ def _train(config: TrainConfig, resume: bool, info: DistInfo, device: torch.devi
     sampler = TokenBudgetBatchSampler(train_set.lengths, o.max_tokens, shuffle=True, seed=config.seed,
                                       num_replicas=info.world_size, rank=info.rank)
     valid_batches = list(TokenBudgetBatchSampler(valid_set.lengths, o.max_tokens, shuffle=False))
-    model, net, optimizer, scheduler = _run_model(config, info, device, src_tok, tgt_tok, previous, state)
+    total_steps = min(o.epochs * len(sampler), o.max_steps or o.epochs * len(sampler))
+    if o.schedule == "linear" and o.warmup_steps >= total_steps:
+        raise ConfigError(f"optim.warmup_steps={o.warmup_steps} leaves nothing to decay: this run has {total_steps} "
+                          "steps; lower warmup_steps or train longer")
+    model, net, optimizer, scheduler = _run_model(config, info, device, src_tok, tgt_tok, previous, state, total_steps)
     use_bf16 = config.precision == "bf16" or (config.precision == "auto" and device.type == "cuda")
     run = _Run(config, info, device, tokenizer_files, train_set, valid_set, tgt_tok.pad_id, model, net, optimizer,
                scheduler, amp=torch.bfloat16 if use_bf16 else None, saved_at=previous)
