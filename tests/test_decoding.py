@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from transformer.decoding import (FullRecompute, KVCache, _start, beam_search, greedy_decode, length_penalty,
+from transformer.decoding import (_start, beam_search, greedy_decode, length_penalty,
                                   output_limits, translate)
 from transformer.model import Transformer, TransformerConfig
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID

@@ -396,7 +396,7 @@ def _train(config: TrainConfig, resume: bool, info: DistInfo, device: torch.devi
     sampler = TokenBudgetBatchSampler(train_set.lengths, o.max_tokens, shuffle=True, seed=config.seed,
                                       num_replicas=info.world_size, rank=info.rank)
     valid_batches = list(TokenBudgetBatchSampler(valid_set.lengths, o.max_tokens, shuffle=False))
-    total_steps = min(o.epochs * len(sampler), o.max_steps or o.epochs * len(sampler))
+    total_steps = min(o.epochs * len(sampler), o.max_steps) if o.max_steps else o.epochs * len(sampler)
     if o.schedule == "linear" and o.warmup_steps >= total_steps:
         raise ConfigError(f"optim.warmup_steps={o.warmup_steps} leaves nothing to decay: this run has {total_steps} "
                           "steps; lower warmup_steps or train longer")
