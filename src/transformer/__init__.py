@@ -31,6 +31,7 @@ from transformer.checkpoints import evaluate_checkpoint, load_checkpoint, load_t
 from transformer.config import TrainConfig
 from transformer.loss import label_smoothed_loss  # train(config): transformer.train.train
 from transformer.visualize import AttentionMaps, attention_maps, plot_attention
+from transformer.onnx_export import OnnxTranslator, export_onnx
 
 __all__ = [
     "attention", "MultiHeadAttention", "causal_mask", "padding_mask",
@@ -42,6 +43,6 @@ __all__ = [
     "TrainConfig", "load_checkpoint", "label_smoothed_loss",
     "load_translator", "greedy_decode", "beam_search", "Hypothesis", "translate",
     "corpus_bleu", "corpus_chrf", "evaluate_pairs", "evaluate_checkpoint",
-    "attention_maps", "AttentionMaps", "plot_attention",
+    "attention_maps", "AttentionMaps", "plot_attention", "export_onnx", "OnnxTranslator",
     "TransformerError", "ConfigError", "CorpusError", "CheckpointError", "InputError",
 ]

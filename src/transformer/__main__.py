@@ -1,5 +1,5 @@
 # Hand-written, not exported from a notebook: `python -m transformer ...` runs the course's command line,
-# exported from notebooks/96_command_line.ipynb into transformer/cli.py.
+# exported from notebooks/97_command_line.ipynb into transformer/cli.py.
 from transformer.cli import main
 
 if __name__ == "__main__":

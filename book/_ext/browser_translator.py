@@ -1,0 +1,48 @@
+"""Sphinx extension: the shipped translators, as ONNX, inside the built book, for the in-browser translator.
+
+A page that holds a `<div class="course-translator" ...>` (chapters 14 and 15) gets the module
+`_static/translator/translator.mjs`. At the end of an HTML build, each shipped model (`transformer.SHIPPED_MODELS`,
+read from models/) is exported with `transformer.export_onnx` into `_static/translator-models/<name>/`, and its
+`translator.json` gains the sizes the page downloads, so the box can say how big the download is. An export is
+skipped when the folder already holds one made from the same weights (`weights_sha256`).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+MARKER = 'class="course-translator"'
+RUNTIME = ["onnxruntime-web/ort.wasm.min.mjs", "onnxruntime-web/ort-wasm-simd-threaded.mjs",
+           "onnxruntime-web/ort-wasm-simd-threaded.wasm", "sentencepiece/sentencepiece.mjs", "translator/translator.mjs"]
+MODEL_FILES = ["encoder.onnx", "decoder.onnx", "source.model", "target.model", "translator.json"]
+
+
+def add_module_where_used(app, pagename, templatename, context, doctree) -> None:
+    if MARKER in context.get("body", ""):
+        app.add_js_file("translator/translator.mjs", type="module")
+
+
+def export_models(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    from transformer.checkpoints import SHIPPED_MODELS, models_dir
+    from transformer.onnx_export import export_onnx, weights_sha256
+
+    static = Path(app.outdir) / "_static"
+    runtime = sum((static / f).stat().st_size for f in RUNTIME)
+    for name in SHIPPED_MODELS:
+        out = static / "translator-models" / name
+        meta_path = out / "translator.json"
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+        if meta.get("weights_sha256") != weights_sha256(models_dir() / name) or not all((out / f).is_file() for f in MODEL_FILES):
+            export_onnx(name, out)
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta["download_bytes"] = {"model": sum((out / f).stat().st_size for f in MODEL_FILES if f != "translator.json"),
+                                  "runtime": runtime}
+        meta_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+
+
+def setup(app):
+    app.connect("html-page-context", add_module_where_used)
+    app.connect("build-finished", export_models)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
