@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import torch
+from filelock import FileLock  # a dependency of torch
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_DATA = ROOT / "data"  # the corpora, kept in the repository (data/README.md)
@@ -69,11 +70,18 @@ def built_book(tmp_path_factory) -> Path:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM}: install it (Debian: apt-get install chromium) to run the browser tests")
     pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
-    out = tmp_path_factory.mktemp("book")
-    jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    result = subprocess.run([str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going", "--path-output", str(out)],
-                            capture_output=True, text=True, cwd=ROOT, timeout=900)
-    assert result.returncode == 0, f"the book build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    # Three test modules read the book and pytest-xdist may give them to different workers: the workers of one
+    # run share one build (the folder above each worker's own temporary folder belongs to this run), under a lock.
+    shared = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    out = tmp_path_factory.getbasetemp().parent / "book" if shared else tmp_path_factory.mktemp("book")
+    with FileLock(str(out) + ".lock"):
+        if not (out / "built").is_file():
+            out.mkdir(exist_ok=True)
+            jupyter_book = Path(sys.executable).with_name("jupyter-book")
+            result = subprocess.run([str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going", "--path-output",
+                                     str(out)], capture_output=True, text=True, cwd=ROOT, timeout=900)
+            assert result.returncode == 0, f"the book build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+            (out / "built").touch()
     return out / "_build" / "html"
 
 
