@@ -5,6 +5,7 @@ __all__ = ['OPSET', 'FORMAT', 'EncoderGraph', 'DecoderGraph', 'weights_sha256', 
 
 # %% ../../notebooks/96_onnx.ipynb #91b27bb2
 import hashlib
+import inspect
 import json
 import warnings
 from pathlib import Path
@@ -14,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from .checkpoints import load_translator
+from .decoding import greedy_decode
 from .files import atomic_write_bytes
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
 from .visualize import keeping_weights
@@ -97,7 +99,7 @@ def export_onnx(model: str | Path, out_dir: str | Path, **load_options) -> Path:
 
     `model` is a shipped name or a checkpoint directory (as `load_translator` takes). Returns out_dir."""
     checkpoint = load_translator(model, **load_options)
-    m = checkpoint.model.float().eval()
+    m = checkpoint.model.eval()  # float32, as load_translator returns it
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     src = torch.tensor([[5, 6, 7, 8], [9, 10, PAD_ID, PAD_ID]])  # (2, 4): a padded batch, so masks are traced
@@ -114,10 +116,12 @@ def export_onnx(model: str | Path, out_dir: str | Path, **load_options) -> Path:
     checkpoint.src_tokenizer.save(out / "source.model")
     checkpoint.tgt_tokenizer.save(out / "target.model")
     data = checkpoint.train_config.data
+    limits = inspect.signature(greedy_decode).parameters  # the output-length rule a * S + b, and its defaults
     c = m.config
     meta = {"format": FORMAT, "name": Path(checkpoint.path).name, "src_lang": data.src_lang, "tgt_lang": data.tgt_lang,
-            "pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID, "max_len": c.max_len, "max_len_a": 1.5,
-            "max_len_b": 10, "num_layers": c.num_decoder_layers, "num_heads": c.num_heads, "d_model": c.d_model,
+            "pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID, "max_len": c.max_len,
+            "max_len_a": limits["max_len_a"].default, "max_len_b": limits["max_len_b"].default,
+            "num_layers": c.num_decoder_layers, "num_heads": c.num_heads, "d_model": c.d_model,
             "src_vocab_size": c.src_vocab_size, "tgt_vocab_size": c.tgt_vocab_size,
             "weights_sha256": weights_sha256(checkpoint.path), "opset": OPSET}
     atomic_write_bytes(out / "translator.json", (json.dumps(meta, indent=1) + "\n").encode())
