@@ -26,6 +26,7 @@ from .corpora import split_pairs_for
 from .errors import CheckpointError, CheckpointNotFoundError, ConfigError
 from .evaluation import evaluate_pairs
 from .model import Transformer, TransformerConfig
+from .modern import build_model
 from .tokenizer import Tokenizer
 
 # %% ../../notebooks/93_checkpoints.ipynb #c15c13eb
@@ -367,7 +368,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", pointe
             raise CheckpointError(f"{tok.model_path} has {tok.vocab_size} pieces, but model_config.json gives the "
                                   f"{side} vocabulary {size}: it is not the tokenizer these weights were trained "
                                   "with; copy the one saved with them")
-    model = Transformer(model_config)
+    model = build_model(model_config)
     _load_weights(model, directory / "model.safetensors", device)
     return Checkpoint(model.to(device).eval(), src_tok, tgt_tok, train_config, directory)
 

@@ -38,6 +38,12 @@ class TransformerConfig:
     norm_first: bool = False
     tie_target_embeddings: bool = True  # generator weight = target embedding
     share_embeddings: bool = False  # one embedding for source and target (needs one shared vocabulary)
+    # Chapters 16-17, the block since 2017 (the defaults are the paper's): built by `transformer.build_model`
+    norm: str = "layer"  # "layer" (LayerNorm) or "rms" (RMSNorm)
+    positions: str = "sinusoidal"  # "sinusoidal" (added to the embeddings) or "rotary" (turns queries and keys)
+    feed_forward: str = "relu"  # "relu" (the paper's two layers) or "swiglu" (gated, same parameter count)
+    bias: bool = True  # False: no bias in any linear layer or norm
+    kv_heads: int = 0  # key/value heads of every attention block; 0 means num_heads (grouped-query when fewer)
 
     def __post_init__(self):
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "num_encoder_layers",
@@ -53,9 +59,20 @@ class TransformerConfig:
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"pad_id={self.pad_id} is not a token id of both vocabularies "
                              f"(sizes {self.src_vocab_size} and {self.tgt_vocab_size})")
+        for name, allowed in (("norm", ("layer", "rms")), ("positions", ("sinusoidal", "rotary")),
+                              ("feed_forward", ("relu", "swiglu"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}={getattr(self, name)!r}: choose one of {', '.join(map(repr, allowed))}")
+        if self.kv_heads < 0 or (self.kv_heads and self.num_heads % self.kv_heads):
+            raise ValueError(f"kv_heads={self.kv_heads} must divide num_heads={self.num_heads} (0 means num_heads)")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(f"share_embeddings=True needs one shared vocabulary, but src_vocab_size="
                              f"{self.src_vocab_size} and tgt_vocab_size={self.tgt_vocab_size} differ")
+
+    def modern_options(self) -> dict:
+        """The settings of chapters 16-17 that differ from the paper's block."""
+        paper = {"norm": "layer", "positions": "sinusoidal", "feed_forward": "relu", "bias": True, "kv_heads": 0}
+        return {k: getattr(self, k) for k, v in paper.items() if getattr(self, k) != v}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -85,6 +102,9 @@ class Transformer(nn.Module):
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
+        if config.modern_options() and type(self) is Transformer:
+            raise ValueError(f"{config.modern_options()} are options of chapter 16: build this model with "
+                             "transformer.build_model(config)")
         c = self.config = config
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = self.src_embed if c.share_embeddings else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)

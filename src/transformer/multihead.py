@@ -112,20 +112,28 @@ class MultiHeadAttention(nn.Module):
     `need_weights=True` (the argument, or the attribute when the argument is left as None) it runs the
     explicit `attention` and keeps the weights (B, h, T, S) in `self.last_weights`. With `cache` (an
     `AttentionCache`), keys and values of earlier calls are kept and reused: generation one position at a time.
+    Two options of chapters 16 and 17: `self.rotary` (None here) turns queries and keys by their positions, and
+    `num_kv_heads` < h lets groups of query heads share one key/value head (grouped-query attention).
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 num_kv_heads: int | None = None):
         super().__init__()
         if num_heads < 1 or d_model % num_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}: choose h that divides D")
-        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if kv_heads < 1 or num_heads % kv_heads:
+            raise ValueError(f"num_kv_heads={kv_heads} must divide num_heads={num_heads}: each key/value head serves "
+                             "a whole group of query heads")
+        self.d_model, self.num_heads, self.d_head, self.num_kv_heads = d_model, num_heads, d_model // num_heads, kv_heads
         self.dropout = dropout
         self.W_q = nn.Linear(d_model, d_model, bias=bias)  # (W^Q)^T, W^Q = [W_1^Q, ..., W_h^Q]: (D, D)
-        self.W_k = nn.Linear(d_model, d_model, bias=bias)  # (W^K)^T
-        self.W_v = nn.Linear(d_model, d_model, bias=bias)  # (W^V)^T
+        self.W_k = nn.Linear(d_model, kv_heads * self.d_head, bias=bias)  # (W^K)^T: (D, D) with h key heads
+        self.W_v = nn.Linear(d_model, kv_heads * self.d_head, bias=bias)  # (W^V)^T
         self.W_o = nn.Linear(d_model, d_model, bias=bias)  # (W^O)^T: mixes the concatenated heads
         self.need_weights = False  # default of forward's need_weights, settable from outside a model
         self.last_weights: Tensor | None = None
+        self.rotary: nn.Module | None = None  # chapter 16: rotary(x (B, h, L, D_h), first position) -> x turned
 
     def split_heads(self, x: Tensor) -> Tensor:
         """(B, L, D) -> (B, h, L, D_h)."""
@@ -140,8 +148,9 @@ class MultiHeadAttention(nn.Module):
         _check_inputs(query, key, value, self.d_model)
         if need_weights is None:
             need_weights = self.need_weights
-        Q = self.split_heads(self.W_q(query))  # (B, h, T, D_h)
-        K, V = self._keys_values(key, value, cache)  # (B, h, S, D_h) each; with a cache, S counts the cached ones
+        start = 0 if cache is None or cache.static else len(cache)  # the position of the first new query
+        Q = self._turn(self.split_heads(self.W_q(query)), start)  # (B, h, T, D_h)
+        K, V = self._keys_values(key, value, cache, start)  # (B, h, S, D_h) each; with a cache, S counts the cached ones
         if mask is not None:
             _check_mask(mask, query.shape[0], self.num_heads, query.shape[1], K.shape[2])
         p = self.dropout if self.training else 0.0
@@ -155,17 +164,27 @@ class MultiHeadAttention(nn.Module):
             A = _fused_attention(Q, K, V, mask, p)  # (B, h, T, D_h)
         return self.W_o(self.merge_heads(A))  # (B, T, D)
 
-    def _keys_values(self, key: Tensor, value: Tensor, cache: AttentionCache | None) -> tuple[Tensor, Tensor]:
+    def _keys_values(self, key: Tensor, value: Tensor, cache: AttentionCache | None,
+                     start: int = 0) -> tuple[Tensor, Tensor]:
         """K = key W^K and V = value W^V as heads, (B, h, S, D_h); with a cache, also what earlier calls kept."""
         if cache is not None and cache.static and cache.k is not None:
-            return cache.k, cache.v  # the same encoder output as the first call: nothing new to project
-        K = self.split_heads(self.W_k(key))  # (B, h, S, D_h)
-        V = self.split_heads(self.W_v(value))  # (B, h, S, D_h)
+            return self._share(cache.k), self._share(cache.v)  # the same encoder output: nothing new to project
+        K = self._turn(split_heads(self.W_k(key), self.num_kv_heads), start)  # (B, h_kv, S, D_h)
+        V = split_heads(self.W_v(value), self.num_kv_heads)  # (B, h_kv, S, D_h)
         if cache is not None:
             if cache.k is not None:  # self-attention: the new positions come after the cached ones
-                K, V = torch.cat([cache.k, K], dim=2), torch.cat([cache.v, V], dim=2)  # (B, h, L + S, D_h)
-            cache.k, cache.v = K, V
-        return K, V
+                K, V = torch.cat([cache.k, K], dim=2), torch.cat([cache.v, V], dim=2)  # (B, h_kv, L + S, D_h)
+            cache.k, cache.v = K, V  # the cache keeps the h_kv heads, not their copies
+        return self._share(K), self._share(V)  # (B, h, S, D_h)
+
+    def _turn(self, x: Tensor, start: int) -> Tensor:
+        """Queries or keys (B, h, L, D_h) at positions start, start + 1, ...: rotated if `rotary` is set."""
+        return x if self.rotary is None else self.rotary(x, start)
+
+    def _share(self, x: Tensor) -> Tensor:
+        """(B, h_kv, L, D_h) -> (B, h, L, D_h): each key/value head serves h / h_kv query heads in a row."""
+        group = self.num_heads // self.num_kv_heads
+        return x if group == 1 else x.repeat_interleave(group, dim=1)
 
 # %% ../../notebooks/03_multihead.ipynb #ea2d95d1
 @torch.no_grad()

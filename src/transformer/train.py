@@ -27,7 +27,8 @@ from .errors import CheckpointNotFoundError, ConfigError, RunExistsError, Transf
 from .distributed import DistInfo, _all_reduce_sum, _gather_rng_states, select_device
 from .loss import label_smoothed_loss
 from .metrics import MetricsLog, read_metrics
-from .model import Transformer, TransformerConfig
+from .model import TransformerConfig
+from .modern import build_model
 from .schedule import InverseSqrtSchedule, LinearDecaySchedule
 from .tokenizer import train_tokenizer
 
@@ -247,7 +248,7 @@ def _run_model(config: TrainConfig, info: DistInfo, device: torch.device, src_to
     torch.manual_seed(config.seed)
     model_config = TransformerConfig(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
                                      pad_id=tgt_tok.pad_id, **config.model)
-    model = Transformer(model_config)
+    model = build_model(model_config)
     torch.manual_seed(config.seed + 1 + info.rank)  # dropout differs between processes
     if previous is not None:
         _load_weights(model, previous / "model.safetensors")
