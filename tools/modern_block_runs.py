@@ -1,0 +1,107 @@
+"""Chapter 16's measurements: the shipped German->English shape trained at one equal budget, with each change
+of the modern block alone, all of them together, and grouped-query attention (chapter 17).
+
+    python tools/modern_block_runs.py --out-dir runs/modern            # every run not yet in the JSON
+    python tools/modern_block_runs.py --out-dir runs/modern --only baseline:0 rms:0
+
+Each run is `configs/multi30k-small.toml`'s model and data with one change in [model], trained for
+EPOCHS epochs with the linear schedule (WARMUP steps of warm-up), on one thread; two runs go side by side,
+which on two cores gets more tokens per second than one run on two threads (bench/train_step.py: 1,588 tok/s
+on one thread, 2,564 on two). After training: validation perplexity of the last epoch (metrics.csv) and
+greedy validation BLEU. Results go to notebooks/results/16_modern_block.json as they finish, so a run cut
+short (or a session that ends) is picked up again: training resumes from its last checkpoint, and a variant
+whose result is in the file is not run again. Chapter 16 reads the file.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "notebooks" / "results" / "16_modern_block.json"
+EPOCHS, WARMUP = 2, 200
+VARIANTS = {  # name -> the [model] settings that differ from the shipped shape
+    "baseline": {},
+    "rms": {"norm": "rms"},
+    "rotary": {"positions": "rotary"},
+    "swiglu": {"feed_forward": "swiglu"},
+    "no_bias": {"bias": False},
+    "all": {"norm": "rms", "positions": "rotary", "feed_forward": "swiglu", "bias": False},
+    "gqa": {"kv_heads": 1},
+}
+SEEDS = {"baseline": (0, 1), "all": (0, 1)}  # the seed spread of the two ends; one seed for the others
+
+
+def run_config(variant: str, seed: int, out_dir: Path):
+    """The TrainConfig of one run: the shipped model and data, the variant's [model] settings, the budget."""
+    from transformer.config import OptimConfig, TrainConfig
+
+    base = TrainConfig.from_toml(ROOT / "configs" / "multi30k-small.toml")
+    return TrainConfig(
+        name=f"modern-{variant}-s{seed}", out_dir=str(out_dir / f"{variant}-s{seed}"), seed=seed, device="cpu",
+        progress=False, tensorboard=False, save_every=0, keep_last=1, data=base.data,
+        model={**base.model, **VARIANTS[variant]},
+        optim=OptimConfig(**{**base.optim.__dict__, "epochs": EPOCHS, "warmup_steps": WARMUP, "schedule": "linear"}),
+    )
+
+
+def one_run(variant: str, seed: int, out_dir: Path) -> dict:
+    """Train (or resume) one run and measure it: runs in a child process with one thread."""
+    import torch
+
+    from transformer.checkpoints import evaluate_checkpoint, load_checkpoint
+    from transformer.metrics import read_metrics
+    from transformer.train import train
+
+    torch.set_num_threads(1)
+    config = run_config(variant, seed, out_dir)
+    start = time.time()
+    train(config, resume=(Path(config.out_dir) / "checkpoints").is_dir())
+    epochs = [r for r in read_metrics(Path(config.out_dir) / "metrics.csv") if r["kind"] == "epoch"]
+    checkpoint = load_checkpoint(config.out_dir)
+    report = evaluate_checkpoint(checkpoint, "val", beam_size=1)
+    bleu = next(s["score"] for s in report["scores"] if s["metric"].startswith("BLEU"))
+    return {"variant": variant, "seed": seed, "settings": VARIANTS[variant], "epochs": EPOCHS,
+            "steps": int(epochs[-1]["step"]), "valid_ppl": round(float(epochs[-1]["valid_ppl"]), 3),
+            "val_bleu_greedy": round(bleu, 2), "parameters": sum(p.numel() for p in checkpoint.model.parameters()),
+            "train_seconds": round(float(epochs[-1]["elapsed_s"])), "wall_seconds_this_call": round(time.time() - start)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "runs" / "modern")
+    parser.add_argument("--only", nargs="*", help="variant:seed pairs to run (default: all missing ones)")
+    parser.add_argument("--parallel", type=int, default=2, help="runs side by side, one thread each (default 2)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:  # one run, in its own process; prints its result as JSON
+        variant, seed = args.child.split(":")
+        print(json.dumps(one_run(variant, int(seed), args.out_dir)))
+        return
+    results = json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else {"runs": []}
+    done = {(r["variant"], r["seed"]) for r in results["runs"]}
+    todo = [tuple(x.split(":")) for x in args.only] if args.only else \
+        [(v, str(s)) for v in VARIANTS for s in SEEDS.get(v, (0,)) if (v, s) not in done]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    while todo:
+        batch, todo = todo[:args.parallel], todo[args.parallel:]
+        children = [subprocess.Popen([sys.executable, __file__, "--out-dir", str(args.out_dir), "--child", f"{v}:{s}"],
+                                     stdout=subprocess.PIPE, text=True, env=env) for v, s in batch]
+        for child, (v, s) in zip(children, batch):
+            out, _ = child.communicate()
+            if child.returncode:
+                raise SystemExit(f"run {v}:{s} failed (exit {child.returncode})")
+            result = json.loads(out.strip().splitlines()[-1])
+            results["runs"] = [r for r in results["runs"] if (r["variant"], r["seed"]) != (v, int(s))] + [result]
+            results["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, one thread per run"
+            OUT.parent.mkdir(parents=True, exist_ok=True)
+            OUT.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+            print(f"{v}:{s} -> val ppl {result['valid_ppl']}, greedy val BLEU {result['val_bleu_greedy']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
