@@ -1,0 +1,121 @@
+"""Chapter 16's options of the block (transformer.modern) and chapter 17's grouped-query attention: each part
+against its definition or PyTorch's own layer, and every variant of the model kept causal, blind to padding,
+and equal with and without the decoding cache."""
+import math
+
+import pytest
+import torch
+
+from transformer.decoding import greedy_decode
+from transformer.model import Transformer, TransformerConfig
+from transformer.modern import ModernTransformer, RMSNorm, RotaryPositions, SwiGLU, build_model, rotary_angles, rotate
+from transformer.multihead import AttentionCache, MultiHeadAttention
+
+SMALL = dict(src_vocab_size=40, tgt_vocab_size=40, d_model=32, num_heads=4, num_encoder_layers=2,
+             num_decoder_layers=2, d_ff=64, dropout=0.0, max_len=64)
+VARIANTS = [{"norm": "rms"}, {"positions": "rotary"}, {"feed_forward": "swiglu"}, {"bias": False}, {"kv_heads": 2},
+            {"norm": "rms", "positions": "rotary", "feed_forward": "swiglu", "bias": False, "kv_heads": 1}]
+
+
+def test_rmsnorm_is_torchs():
+    x = torch.randn(3, 5, 16, dtype=torch.float64)
+    ours, ref = RMSNorm(16).double(), torch.nn.RMSNorm(16, eps=1e-6).double()
+    with torch.no_grad():
+        ours.weight.uniform_(0.5, 1.5)
+        ref.weight.copy_(ours.weight)
+    torch.testing.assert_close(ours(x), ref(x), rtol=0, atol=1e-12)
+
+
+def test_a_rotary_score_depends_only_on_the_distance_between_query_and_key():
+    d = 16
+    angles = rotary_angles(48, d)
+    q, k = torch.randn(d, dtype=torch.float64), torch.randn(d, dtype=torch.float64)
+    scores = rotate(q.expand(48, d), angles) @ rotate(k.expand(48, d), angles).T  # [m, n]: query at m, key at n
+    for shift in range(-20, 21):
+        diagonal = torch.diagonal(scores, shift)
+        assert (diagonal.max() - diagonal.min()).item() < 1e-12, shift
+    assert (rotate(q.expand(48, d), angles).norm(dim=-1) - q.norm()).abs().max() < 1e-12  # a rotation: lengths kept
+
+
+def test_rotary_uses_chapter_05s_frequencies_and_the_module_matches_the_function():
+    d = 8
+    theta = rotary_angles(2, d)[1]  # position 1: the angles are the frequencies themselves
+    torch.testing.assert_close(theta, torch.tensor([10000 ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64))
+    x = torch.randn(2, 3, 5, d)
+    torch.testing.assert_close(RotaryPositions(d, 20)(x, 7), rotate(x.double(), rotary_angles(20, d)[7:12]).float())
+
+
+def test_swiglu_keeps_the_relu_networks_parameter_count_within_half_a_percent():
+    from transformer.encoder import FeedForward
+
+    relu, gated = FeedForward(256, 1024), SwiGLU(256, 1024)
+    n_relu, n_gated = (sum(p.numel() for p in m.parameters()) for m in (relu, gated))
+    assert abs(n_gated - n_relu) / n_relu < 0.005
+
+
+def test_grouped_query_attention_with_as_many_groups_as_heads_is_multi_head_attention():
+    torch.manual_seed(0)
+    mha, gqa = MultiHeadAttention(32, 4), MultiHeadAttention(32, 4, num_kv_heads=4)
+    gqa.load_state_dict(mha.state_dict())
+    x = torch.randn(2, 5, 32)
+    torch.testing.assert_close(gqa(x, x, x), mha(x, x, x))
+
+
+def test_grouped_query_attention_is_attention_with_each_key_value_head_repeated():
+    torch.manual_seed(0)
+    gqa, mha = MultiHeadAttention(32, 4, num_kv_heads=2), MultiHeadAttention(32, 4)
+    with torch.no_grad():
+        mha.W_q.load_state_dict(gqa.W_q.state_dict())
+        mha.W_o.load_state_dict(gqa.W_o.state_dict())
+        for name in ("W_k", "W_v"):  # kv head j serves query heads 2j and 2j + 1
+            w, b = getattr(gqa, name).weight.view(2, 8, 32), getattr(gqa, name).bias.view(2, 8)
+            getattr(mha, name).weight.copy_(w.repeat_interleave(2, dim=0).reshape(32, 32))
+            getattr(mha, name).bias.copy_(b.repeat_interleave(2, dim=0).reshape(32))
+    x = torch.randn(2, 5, 32)
+    torch.testing.assert_close(gqa(x, x, x), mha(x, x, x))
+
+
+def test_the_cache_of_grouped_query_attention_holds_only_its_key_value_heads():
+    attn, cache = MultiHeadAttention(32, 4, num_kv_heads=1), AttentionCache()
+    for _ in range(3):
+        x = torch.randn(2, 1, 32)
+        attn(x, x, x, cache=cache)
+    assert cache.k.shape == (2, 1, 3, 8)  # (B, h_kv, L, D_h): a quarter of multi-head attention's
+
+
+def test_num_kv_heads_must_divide_the_heads():
+    with pytest.raises(ValueError, match="must divide"):
+        MultiHeadAttention(32, 4, num_kv_heads=3)
+    with pytest.raises(ValueError, match="kv_heads"):
+        TransformerConfig(**SMALL, kv_heads=3)
+
+
+def test_the_papers_model_refuses_the_options_and_build_model_picks_the_class():
+    config = TransformerConfig(**SMALL, norm="rms")
+    with pytest.raises(ValueError, match="build_model"):
+        Transformer(config)
+    assert type(build_model(config)) is ModernTransformer
+    assert type(build_model(TransformerConfig(**SMALL))) is Transformer
+    with pytest.raises(ValueError, match="choose one of"):
+        TransformerConfig(**SMALL, feed_forward="gelu")
+
+
+@pytest.mark.parametrize("options", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_every_variant_is_causal_blind_to_padding_and_decodes_the_same_with_the_cache(options):
+    torch.manual_seed(0)
+    model = build_model(TransformerConfig(**SMALL, **options)).double().eval()
+    if options.get("bias") is False:
+        assert not [n for n, _ in model.named_parameters() if n.endswith("bias")]
+    src = torch.randint(4, 40, (2, 7))
+    tgt = torch.randint(4, 40, (2, 6))
+    tgt[:, 0] = 2
+    with torch.no_grad():
+        out = model(src, tgt)
+        changed = tgt.clone()
+        changed[:, 4:] = 5  # later target tokens must not change earlier outputs
+        torch.testing.assert_close(model(src, changed)[:, :4], out[:, :4], rtol=0, atol=1e-10)
+        padded = torch.cat([src, torch.zeros(2, 3, dtype=torch.long)], dim=1)  # padding must change nothing
+        torch.testing.assert_close(model(padded, tgt), out, rtol=0, atol=1e-10)
+    cached, full = greedy_decode(model, src, use_cache=True), greedy_decode(model, src, use_cache=False)
+    assert [h.tokens for h in cached] == [h.tokens for h in full]
+    assert all(math.isclose(a.log_prob, b.log_prob, abs_tol=1e-9) for a, b in zip(cached, full))
