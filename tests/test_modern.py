@@ -30,11 +30,12 @@ def test_a_rotary_score_depends_only_on_the_distance_between_query_and_key():
     d = 16
     angles = rotary_angles(48, d)
     q, k = torch.randn(d, dtype=torch.float64), torch.randn(d, dtype=torch.float64)
-    scores = rotate(q.expand(48, d), angles) @ rotate(k.expand(48, d), angles).T  # [m, n]: query at m, key at n
+    turn = lambda x: rotate(x.expand(48, d), angles.cos(), angles.sin())  # R_m x at every position m
+    scores = turn(q) @ turn(k).T  # [m, n]: query at m, key at n
     for shift in range(-20, 21):
         diagonal = torch.diagonal(scores, shift)
         assert (diagonal.max() - diagonal.min()).item() < 1e-12, shift
-    assert (rotate(q.expand(48, d), angles).norm(dim=-1) - q.norm()).abs().max() < 1e-12  # a rotation: lengths kept
+    assert (turn(q).norm(dim=-1) - q.norm()).abs().max() < 1e-12  # a rotation: lengths kept
 
 
 def test_rotary_uses_chapter_05s_frequencies_and_the_module_matches_the_function():
@@ -42,7 +43,10 @@ def test_rotary_uses_chapter_05s_frequencies_and_the_module_matches_the_function
     theta = rotary_angles(2, d)[1]  # position 1: the angles are the frequencies themselves
     torch.testing.assert_close(theta, torch.tensor([10000 ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64))
     x = torch.randn(2, 3, 5, d)
-    torch.testing.assert_close(RotaryPositions(d, 20)(x, 7), rotate(x.double(), rotary_angles(20, d)[7:12]).float())
+    angles = rotary_angles(20, d)[7:12]  # positions 7..11
+    torch.testing.assert_close(RotaryPositions(d, 20)(x, 7), rotate(x.double(), angles.cos(), angles.sin()).float())
+    with pytest.raises(ValueError, match="larger max_len"):
+        RotaryPositions(d, 20)(x, 18)  # positions 18..22: past the table
 
 
 def test_swiglu_keeps_the_relu_networks_parameter_count_within_half_a_percent():

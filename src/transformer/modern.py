@@ -28,9 +28,9 @@ class RMSNorm(nn.Module):
         rms = torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)  # (B, L, 1)
         return x / rms * self.weight  # (B, L, D)
 
-# %% ../../notebooks/16_modern_block.ipynb #680c8f49
+# %% ../../notebooks/16_modern_block.ipynb #8c4c673a
 def rotary_angles(max_len: int, d_head: int, base: float = 10000.0) -> Tensor:
-    """(max_len, d_head / 2) angles m * theta_i, theta_i = base^(-2i / d_head): chapter 05's frequencies."""
+    """(max_len, d_head / 2) angles p * theta_i, theta_i = base^(-2i / d_head): chapter 05's frequencies."""
     if d_head % 2:
         raise ValueError(f"d_head={d_head} is odd: rotary positions rotate pairs of dimensions")
     i = torch.arange(d_head // 2, dtype=torch.float64)
@@ -38,15 +38,18 @@ def rotary_angles(max_len: int, d_head: int, base: float = 10000.0) -> Tensor:
     return torch.arange(max_len, dtype=torch.float64)[:, None] * theta  # (max_len, d_head / 2)
 
 
-def rotate(x: Tensor, angles: Tensor) -> Tensor:
-    """Rotate each pair (x_2i, x_2i+1) of x (..., L, d_head) by its angle (L, d_head / 2): R_m x at every position m."""
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (L, d_head / 2)
-    even, odd = x[..., 0::2], x[..., 1::2]  # (..., L, d_head / 2)
+def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """R_p x for every position: x (..., L, d_head), cos and sin (L, d_head / 2) of the angles p * theta_i.
+
+    Pair i of dimensions, (x_2i, x_2i+1), is turned by its angle: (a cos - b sin, a sin + b cos).
+    """
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]  # (..., L, d_head / 2) each
     return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)  # (..., L, d_head)
 
 
 class RotaryPositions(nn.Module):
-    """R_m applied to queries or keys (..., L, d_head) at positions offset .. offset + L - 1.
+    """Turns queries or keys (..., L, d_head) at positions offset, ..., offset + L - 1 by R_p.
 
     Installed in a self-attention block (`MultiHeadAttention.rotary`), it replaces the sinusoid added to
     the embeddings: positions enter only through the angle between a query and a key.
@@ -54,15 +57,16 @@ class RotaryPositions(nn.Module):
 
     def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
         super().__init__()
-        angles = rotary_angles(max_len, d_head, base)  # float64
+        angles = rotary_angles(max_len, d_head, base)  # float64, rounded to float32 once
         self.register_buffer("cos", angles.cos().float(), persistent=False)  # not in the state dict
         self.register_buffer("sin", angles.sin().float(), persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         L = x.shape[-2]
-        cos, sin = self.cos[offset:offset + L].to(x.dtype), self.sin[offset:offset + L].to(x.dtype)
-        even, odd = x[..., 0::2], x[..., 1::2]
-        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+        if offset + L > self.cos.shape[0]:
+            raise ValueError(f"positions up to {offset + L - 1} asked for, but the table stops at "
+                             f"{self.cos.shape[0] - 1}: build the model with a larger max_len")
+        return rotate(x, self.cos[offset:offset + L], self.sin[offset:offset + L])
 
 # %% ../../notebooks/16_modern_block.ipynb #c4b6e6cf
 class SwiGLU(nn.Module):
