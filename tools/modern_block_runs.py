@@ -15,7 +15,6 @@ whose result is in the file is not run again. Chapter 16 reads the file.
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -72,6 +71,8 @@ def one_run(variant: str, seed: int, out_dir: Path) -> dict:
 
 
 def main() -> None:
+    from training_chapter_run import cpu_name  # tools/: the CPU's model name from /proc/cpuinfo
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", type=Path, default=ROOT / "runs" / "modern")
     parser.add_argument("--only", nargs="*", help="variant:seed pairs to run (default: all missing ones)")
@@ -97,7 +98,7 @@ def main() -> None:
                 raise SystemExit(f"run {v}:{s} failed (exit {child.returncode})")
             result = json.loads(out.strip().splitlines()[-1])
             results["runs"] = [r for r in results["runs"] if (r["variant"], r["seed"]) != (v, int(s))] + [result]
-            results["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, one thread per run"
+            results["machine"] = f"{cpu_name()}, {os.cpu_count()} cores, one thread per run"
             OUT.parent.mkdir(parents=True, exist_ok=True)
             OUT.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
             print(f"{v}:{s} -> val ppl {result['valid_ppl']}, greedy val BLEU {result['val_bleu_greedy']}", flush=True)

@@ -31,6 +31,8 @@ from transformer.checkpoints import evaluate_checkpoint, load_checkpoint, load_t
 from transformer.config import TrainConfig
 from transformer.loss import label_smoothed_loss  # train(config): transformer.train.train
 from transformer.visualize import AttentionMaps, attention_maps, plot_attention
+from transformer.modern import ModernTransformer, RMSNorm, RotaryPositions, SwiGLU, build_model
+from transformer.attention_cost import kv_cache_bytes, tiled_attention
 from transformer.onnx_export import OnnxTranslator, export_onnx
 
 __all__ = [
@@ -44,5 +46,6 @@ __all__ = [
     "load_translator", "greedy_decode", "beam_search", "Hypothesis", "translate",
     "corpus_bleu", "corpus_chrf", "evaluate_pairs", "evaluate_checkpoint",
     "attention_maps", "AttentionMaps", "plot_attention", "export_onnx", "OnnxTranslator",
+    "build_model", "ModernTransformer", "RMSNorm", "RotaryPositions", "SwiGLU", "tiled_attention", "kv_cache_bytes",
     "TransformerError", "ConfigError", "CorpusError", "CheckpointError", "InputError",
 ]

@@ -1,0 +1,120 @@
+"""Chapter 17's measurements: time and peak memory of one attention call against sequence length.
+
+    python tools/attention_cost.py                 # writes notebooks/results/17_attention_cost.json
+    python tools/attention_cost.py --lengths 128 1024 --repeats 1   # a quick look, printed only
+
+Three ways to compute softmax(Q K^T / sqrt(D_h)) V for one sentence of S tokens attending to itself with the
+shipped models' heads (h = 4, D_h = 64, float32, causal mask): chapter 02's explicit `attention` (forms the
+S x S weights), PyTorch's fused `scaled_dot_product_attention` (on the CPU a FlashAttention-style kernel that
+never holds the whole matrix), and chapter 17's `tiled_attention` (the same idea in a Python loop over blocks
+of keys). One thread, so that the curves do not depend on how many cores a machine has.
+
+Time: the best of `--repeats` calls after one warm-up call. Peak memory: each (method, S) runs in a fresh
+child process, which reports the growth of its resident set from just before the call to the high-water mark
+after it (`ru_maxrss` minus the resident size before): what the call needed on top of its inputs. Lengths
+whose inputs or scores would not fit comfortably are not skipped: at S = 8,192 the explicit path needs
+h * S^2 * 4 bytes = 1 GiB per score matrix, which this machine holds.
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "notebooks" / "results" / "17_attention_cost.json"
+LENGTHS = [128, 256, 512, 1024, 2048, 4096, 8192]
+HEADS, D_HEAD, BLOCK = 4, 64, 256
+METHODS = ("explicit", "fused", "tiled")
+
+
+def _resident_bytes() -> int:
+    """The process's resident set size now (Linux /proc), in bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _call(method: str, S: int):
+    """A function running `method` once on fresh inputs of length S (built outside what is measured)."""
+    import torch
+    import torch.nn.functional as F
+
+    from transformer.attention import attention
+    from transformer.attention_cost import tiled_attention
+    from transformer.masking import causal_mask
+
+    torch.manual_seed(0)
+    Q, K, V = torch.randn(3, 1, HEADS, S, D_HEAD).unbind(0)  # (B, h, S, D_h) each
+    mask = causal_mask(S)  # (S, S) booleans: S^2 bytes, an input of every method
+    runs = {"explicit": lambda: attention(Q, K, V, mask)[0],
+            "fused": lambda: F.scaled_dot_product_attention(Q, K, V, is_causal=True),
+            "tiled": lambda: tiled_attention(Q, K, V, mask, block=BLOCK)}
+    return runs[method]
+
+
+def measure_memory(method: str, S: int) -> int:
+    """Child process: bytes the call needs above its inputs (peak resident set minus resident set before)."""
+    import torch
+
+    torch.set_num_threads(1)
+    run = _call(method, S)
+    before = _resident_bytes()
+    with torch.no_grad():
+        run()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports kilobytes
+    return max(0, peak - before)
+
+
+def measure_time(method: str, S: int, repeats: int) -> float:
+    """Seconds of the fastest of `repeats` calls, after one warm-up call."""
+    import torch
+
+    run = _call(method, S)
+    best = float("inf")
+    with torch.no_grad():
+        run()
+        for _ in range(repeats):
+            start = time.perf_counter()
+            run()
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", type=int, nargs="*", default=LENGTHS)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        print(measure_memory(args.memory_child[0], int(args.memory_child[1])))
+        return
+    import torch
+
+    from training_chapter_run import cpu_name  # tools/: the CPU's model name from /proc/cpuinfo
+    from transformer.files import atomic_write_bytes
+
+    torch.set_num_threads(1)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    rows = []
+    for S in args.lengths:
+        for method in METHODS:
+            child = subprocess.run([sys.executable, __file__, "--memory-child", method, str(S)], env=env,
+                                   capture_output=True, text=True, check=True)
+            row = {"method": method, "length": S, "seconds": measure_time(method, S, args.repeats),
+                   "peak_bytes": int(child.stdout.strip().splitlines()[-1])}
+            rows.append(row)
+            print(f"S={S:5d} {method:8s} {row['seconds'] * 1e3:9.1f} ms {row['peak_bytes'] / 2**20:9.1f} MiB", flush=True)
+    if args.lengths == LENGTHS and args.repeats == 3:
+        result = {"heads": HEADS, "d_head": D_HEAD, "block": BLOCK, "dtype": "float32", "threads": 1,
+                  "torch": torch.__version__, "machine": f"{cpu_name()}, {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d"), "rows": rows}
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(OUT, (json.dumps(result, indent=1) + "\n").encode("utf-8"))
+        print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
