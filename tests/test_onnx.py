@@ -14,7 +14,7 @@ from transformer.cli import main
 from transformer.corpora import split_pairs_for
 from transformer.decoding import translate
 from transformer.onnx_export import OnnxTranslator, weights_sha256
-from transformer.tokenizer import BOS_ID, PAD_ID
+from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer.visualize import keeping_weights
 
 onnxruntime = pytest.importorskip("onnxruntime")
@@ -96,3 +96,44 @@ def test_export_of_a_model_that_does_not_exist_is_one_error_line(tmp_path, capsy
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: no model at")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_what_pytorch_does(tmp_path):
+    """RMSNorm, rotary positions, SwiGLU, no biases and grouped-query attention go through the same export."""
+    import shutil
+
+    from safetensors.torch import save_model
+
+    from transformer.checkpoints import load_checkpoint, models_dir
+    from transformer.model import TransformerConfig
+    from transformer.modern import build_model
+
+    shipped = models_dir() / "multi30k-de-en"
+    folder = tmp_path / "modern"
+    folder.mkdir()
+    for name in ("tokenizer.model", "train_config.json"):
+        shutil.copyfile(shipped / name, folder / name)
+    base = json.loads((shipped / "model_config.json").read_text(encoding="utf-8"))
+    config = TransformerConfig(**{**base, "d_model": 32, "num_heads": 4, "d_ff": 64, "num_encoder_layers": 2,
+                                  "num_decoder_layers": 2, "norm": "rms", "positions": "rotary",
+                                  "feed_forward": "swiglu", "bias": False, "kv_heads": 2})
+    torch.manual_seed(0)
+    save_model(build_model(config), str(folder / "model.safetensors"))
+    (folder / "model_config.json").write_text(config.to_json())
+    assert main(["export-onnx", "--model", str(folder), "--out", str(tmp_path / "onnx")]) == 0
+
+    checkpoint = load_checkpoint(folder)
+    first = checkpoint.src_tokenizer.encode("Zwei Hunde spielen im Schnee.") + [EOS_ID]
+    second = [7, 8, 9, EOS_ID] + [PAD_ID] * (len(first) - 4)  # padded: the mask must be in the graph
+    src = torch.tensor([first, second])
+    tgt = torch.tensor([[BOS_ID, 11, 12, 13], [BOS_ID, 14, 15, 16]])
+    with torch.no_grad():
+        memory = checkpoint.model.encode(src, checkpoint.model.make_src_mask(src))
+        h = checkpoint.model.decode(tgt, memory, checkpoint.model.make_src_mask(src), checkpoint.model.make_tgt_mask(tgt))
+    t = OnnxTranslator(tmp_path / "onnx")
+    memory_ort, = t.encoder.run(None, {"src": src.numpy()})
+    scores_ort, _ = t.step(memory_ort, src.numpy(), tgt.numpy())
+    assert np.abs(memory_ort - memory.numpy()).max() < 1e-4
+    assert np.abs(scores_ort - checkpoint.model.generator(h)[:, -1].detach().numpy()).max() < 1e-4
+    sentences = ["Ein Hund läuft.", "Eine Frau liest ein Buch im Park."]
+    assert t.translate(sentences) == translate(checkpoint, sentences, beam_size=1)
