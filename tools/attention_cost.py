@@ -10,15 +10,16 @@ never holds the whole matrix), and chapter 17's `tiled_attention` (the same idea
 of keys). One thread, so that the curves do not depend on how many cores a machine has.
 
 Time: the best of `--repeats` calls after one warm-up call. Peak memory: each (method, S) runs in a fresh
-child process, which reports the growth of its resident set from just before the call to the high-water mark
-after it (`ru_maxrss` minus the resident size before): what the call needed on top of its inputs. Lengths
+child process, which warms the method up at S = 64, resets Linux's peak counter of its resident set, and
+reports how far the peak rose above the resident set just before the call: what the call needed on top of its
+inputs (Linux only: /proc/self/status and clear_refs). Lengths
 whose inputs or scores would not fit comfortably are not skipped: at S = 8,192 the explicit path needs
 h * S^2 * 4 bytes = 1 GiB per score matrix, which this machine holds.
 """
 import argparse
 import json
 import os
-import resource
+import re
 import subprocess
 import sys
 import time
@@ -31,10 +32,10 @@ HEADS, D_HEAD, BLOCK = 4, 64, 256
 METHODS = ("explicit", "fused", "tiled")
 
 
-def _resident_bytes() -> int:
-    """The process's resident set size now (Linux /proc), in bytes."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def _status_bytes(field: str) -> int:
+    """A memory figure of this process from Linux's /proc/self/status (VmRSS: resident now; VmHWM: its peak)."""
+    with open("/proc/self/status") as f:
+        return int(re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
 
 
 def _call(method: str, S: int):
@@ -56,16 +57,22 @@ def _call(method: str, S: int):
 
 
 def measure_memory(method: str, S: int) -> int:
-    """Child process: bytes the call needs above its inputs (peak resident set minus resident set before)."""
+    """Child process: bytes the call needs above its inputs (peak resident set minus resident set before).
+
+    One call at S = 64 first loads whatever the method's kernels load on first use; then the peak counter is
+    reset (writing 5 to /proc/self/clear_refs), so that the peak read after the call is this call's.
+    """
     import torch
 
     torch.set_num_threads(1)
-    run = _call(method, S)
-    before = _resident_bytes()
     with torch.no_grad():
+        _call(method, 64)()
+        run = _call(method, S)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # the peak resident set starts again from the resident set now
+        before = _status_bytes("VmRSS")
         run()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports kilobytes
-    return max(0, peak - before)
+        return max(0, _status_bytes("VmHWM") - before)
 
 
 def measure_time(method: str, S: int, repeats: int) -> float:
