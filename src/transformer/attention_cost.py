@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['tiled_attention', 'largest_result', 'kv_cache_bytes', 'cache_nbytes']
 
-# %% ../../notebooks/17_attention_cost.ipynb #26f34ec1
+# %% ../../notebooks/17_attention_cost.ipynb #c22e0f73
 import math
 
 import torch
@@ -12,7 +12,7 @@ from torch.overrides import TorchFunctionMode
 
 from .model import TransformerConfig
 
-# %% ../../notebooks/17_attention_cost.ipynb #0aefb629
+# %% ../../notebooks/17_attention_cost.ipynb #eaf27971
 def tiled_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, block: int = 128) -> Tensor:
     """`attention(Q, K, V, mask)[0]` computed one block of keys at a time, never forming the (T, S) matrix.
 
@@ -47,7 +47,7 @@ def tiled_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None,
         m = m_new
     return torch.where(l > 0, o / l.clamp_min(torch.finfo(l.dtype).tiny), torch.zeros_like(o))  # (..., T, D_v)
 
-# %% ../../notebooks/17_attention_cost.ipynb #379853c1
+# %% ../../notebooks/17_attention_cost.ipynb #2d36faeb
 class _LargestResult(TorchFunctionMode):
     """Within `with`, remembers the largest tensor any torch function returns: its bytes and the function."""
 
@@ -73,7 +73,7 @@ def largest_result(run) -> tuple[int, str]:
         run()
     return mode.nbytes, mode.function
 
-# %% ../../notebooks/17_attention_cost.ipynb #a5d3ea2e
+# %% ../../notebooks/17_attention_cost.ipynb #76c56864
 def kv_cache_bytes(config: TransformerConfig, target_len: int, source_len: int, batch: int = 1,
                    bytes_per_number: int = 4) -> dict:
     """Bytes of the decoder's key/value cache after `target_len` steps over a source of `source_len` tokens.

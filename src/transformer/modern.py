@@ -28,7 +28,7 @@ class RMSNorm(nn.Module):
         rms = torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)  # (B, L, 1)
         return x / rms * self.weight  # (B, L, D)
 
-# %% ../../notebooks/16_modern_block.ipynb #8c4c673a
+# %% ../../notebooks/16_modern_block.ipynb #2315f405
 def rotary_angles(max_len: int, d_head: int, base: float = 10000.0) -> Tensor:
     """(max_len, d_head / 2) angles p * theta_i, theta_i = base^(-2i / d_head): chapter 05's frequencies."""
     if d_head % 2:
