@@ -81,6 +81,7 @@ def one_run(variant: str, seed: int, out_dir: Path) -> dict:
 
 def main() -> None:
     from training_chapter_run import cpu_name  # tools/: the CPU's model name from /proc/cpuinfo
+    from transformer.files import atomic_write_bytes
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", type=Path, default=ROOT / "runs" / "modern")
@@ -109,7 +110,7 @@ def main() -> None:
             results["runs"] = [r for r in results["runs"] if (r["variant"], r["seed"]) != (v, int(s))] + [result]
             results["machine"] = f"{cpu_name()}, {os.cpu_count()} cores, one thread per run"
             OUT.parent.mkdir(parents=True, exist_ok=True)
-            OUT.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+            atomic_write_bytes(OUT, (json.dumps(results, indent=1) + "\n").encode("utf-8"))  # never half a file
             print(f"{v}:{s} -> val ppl {result['valid_ppl']}, greedy val BLEU {result['val_bleu_greedy']}", flush=True)
 
 
