@@ -23,9 +23,24 @@ the target cells are pads (median batch 6.6 %, worst 13.8 %), so padding is not 
 most of its time; the rest is the element-wise work (norms, softmax, dropout, Adam) and the small
 matrices of a 256-wide model. One thread: ours 1,588 tok/s, 44 % of that thread's 98 G matmul rate (two
 threads give 1.61x the tokens at a lower fraction). `--compile` (torch.compile, inductor, two threads):
-ours 1,945 tok/s, 29 %, slower than eager here. Not measured yet: fused Adam.
+ours 1,945 tok/s, 29 %, slower than eager here.
+
+Measured again that evening while other guests of the cloud machine took 30-50 % of its CPU time (the
+"steal" column of /proc/stat), so that one configuration's efficiency moved between 0.34 and 0.40 from one
+process to the next: read the following as directions, not as exact gains. `--adam fused` 0.405 and
+`--adam foreach` 0.440, against 0.338 and 0.404 for the default loop. Each step page-faults about 88,700
+times and spends 9-10 % of its CPU time in the operating system: glibc's malloc hands large freed blocks
+(the (B, T, V) logits and their gradient are 65 MB each) back to the system, and the next step faults them in
+again, zero-filled. `GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647` keeps
+them: 0-1,700 faults per step, 1.5-2.7 % of the time in the operating system, efficiency 0.41 and 0.47 in
+two processes (0.37 with fused Adam). A profile of one step (torch.profiler, one thread): matrix products 51 %
+of the time, dropout's random masks (`aten::bernoulli_`) 15 % (the feed-forward hidden layer's alone 8 %),
+log-softmax forward and backward 5 %, zero fills and copies of (B, T, V) tensors in the loss's backward 4 %,
+Adam 3 %. The modern block of chapter 16 (RMSNorm, rotary, SwiGLU, no biases) takes 2.07 s a step against
+1.80 s at this shape: its element-wise products (`aten::mul`) take 9 % of the step.
 """
 import argparse
+import resource
 import statistics
 import time
 from contextlib import nullcontext
@@ -129,21 +144,27 @@ def sync(device: torch.device) -> None:
 
 
 def bench(size: str, device: torch.device, steps: int, warmup: int, bf16: bool,
-          compile_: bool) -> tuple[float, float, float]:
-    """(ours, torch) in tokens per second, and ours in seconds per step (medians)."""
+          compile_: bool, adam: str = "default") -> tuple[float, float, float]:
+    """(ours, torch) in tokens per second, ours in seconds per step (medians), the operating system's share of
+    the CPU time and the page faults per step over the timed steps."""
     D, h, N, F, B, S, T, V = SIZES[size]
     c = TransformerConfig(src_vocab_size=V, tgt_vocab_size=V, d_model=D, num_heads=h, num_encoder_layers=N,
                           num_decoder_layers=N, d_ff=F, dropout=0.1, max_len=max(S, T) + 2)
     torch.manual_seed(0)
     models = {"ours": Transformer(c).to(device), "torch": TorchReference(c).to(device)}
-    optims = {k: torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9) for k, m in models.items()}
+    kind = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[adam]
+    optims = {k: torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **kind)
+              for k, m in models.items()}
     runners = {k: (torch.compile(m, dynamic=False) if compile_ else m) for k, m in models.items()}
     g = torch.Generator().manual_seed(0)
     batch = make_batch(B, S, T, V, device, g)
     tokens = int((batch[0] != 0).sum() + (batch[2] != 0).sum())  # source + target tokens of the step
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
     times = {k: [] for k in models}
+    usage = None
     for i in range(warmup + steps):
+        if i == warmup:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
         for k in (("ours", "torch") if i % 2 == 0 else ("torch", "ours")):
             sync(device)
             t0 = time.perf_counter()
@@ -151,8 +172,12 @@ def bench(size: str, device: torch.device, steps: int, warmup: int, bf16: bool,
             sync(device)
             if i >= warmup:
                 times[k].append(time.perf_counter() - t0)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    system, user = after.ru_stime - usage.ru_stime, after.ru_utime - usage.ru_utime
+    in_os = system / max(system + user, 1e-9)  # the share of CPU time the operating system spent for the process
+    faults = (after.ru_minflt - usage.ru_minflt) / (2 * steps)  # page faults per step (both models)
     ours = statistics.median(times["ours"])
-    return tokens / ours, tokens / statistics.median(times["torch"]), ours
+    return tokens / ours, tokens / statistics.median(times["torch"]), ours, in_os, faults
 
 
 def padding_report(max_tokens: int) -> str:
@@ -191,6 +216,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast (as training does on CUDA)")
     parser.add_argument("--compile", action="store_true", help="torch.compile both models")
+    parser.add_argument("--adam", default="default", choices=["default", "foreach", "fused"],
+                        help="torch.optim.Adam's implementation: its default (a loop over tensors on the CPU), "
+                             "foreach (one kernel per operation over all tensors) or fused (one kernel)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--padding", type=int, nargs="*", metavar="MAX_TOKENS",
                         help="only report the pad share of Multi30k batches at these token budgets (default 2048)")
@@ -205,13 +233,13 @@ def main() -> None:
     gpu = device.type == "cuda"
     sizes = args.sizes or (["medium", "base", "big-batch"] if gpu else ["small", "medium"])
     steps = args.steps or (50 if gpu else 20)
-    print(f"device={device} bf16={args.bf16} compile={args.compile} threads={torch.get_num_threads()} "
+    print(f"device={device} bf16={args.bf16} compile={args.compile} adam={args.adam} threads={torch.get_num_threads()} "
           f"torch={torch.__version__} steps={steps}")
     ratios = []
     for size in sizes:
         D, h, N, F, B, S, T, V = SIZES[size]
         peak = matmul_flops_per_s(device)
-        ours, ref, seconds = bench(size, device, steps, args.warmup, args.bf16, args.compile)
+        ours, ref, seconds, in_os, faults = bench(size, device, steps, args.warmup, args.bf16, args.compile, args.adam)
         peak = (peak + matmul_flops_per_s(device)) / 2  # before and after: the machine's state during the run
         ratios.append(ours / ref)
         rate = step_flops(D, N, F, B, S, T, V) / seconds
@@ -219,6 +247,7 @@ def main() -> None:
               f"ours {ours:,.0f} tok/s, torch {ref:,.0f} tok/s, ratio = {ours / ref:.3f}")
         print(f"{'':>9} model FLOP/s of our step {rate / 1e9:,.1f} G = {rate / peak:.0%} of a large matmul's "
               f"{peak / 1e9:,.1f} G in this process (efficiency = {rate / peak:.3f})")
+        print(f"{'':>9} CPU time in the operating system {in_os:.1%}, {faults:,.0f} page faults per step")
     print(f"min ratio = {min(ratios):.3f}")
 
 

@@ -302,3 +302,62 @@ def test_a_drifted_card_figure_is_caught(model, right, wrong):
     caught = (disagreements(card, shipped_figures(model), "the files give")
               + disagreements(card, page_figures(model), "the page states"))
     assert caught, f"{wrong!r} was not caught"
+
+
+# ------------------------------------------------------------- the runs a card tried and did not ship
+
+def tried_row(run: dict) -> str:
+    """A row of a card's "Tried for a stronger model" table, computed from a run's measurements: epochs, the
+    lowest validation perplexity and its epoch, the best single checkpoint and the best average (greedy), and
+    beam 4, alpha 1.0 on the weights `tools/ship_model.py measure` chose."""
+    ppl = {int(e): p for e, p in run["valid_ppl"].items()}
+    low = min(ppl, key=ppl.get)
+    rows = run["selection"]["rows"]
+    greedy = [r for r in rows if r["beam"] == 1]
+    singles = [r["bleu"] for r in greedy if r["what"].startswith("single")]
+    averages = {int(r["what"].split()[3]): r["bleu"] for r in greedy if r["what"].startswith("average")}
+    n = max(averages, key=averages.get)
+    beam = next(r["bleu"] for r in rows if r["beam"] == 4 and r["alpha"] == 1.0)
+    return (f"| {len(ppl)} | {ppl[low]:.2f} (epoch {low}) | {max(singles):.2f}, {averages[n]:.2f} ({n}) "
+            f"| {beam:.2f} |")
+
+
+def test_tried_runs_agree_with_their_measurements():
+    card = (MODELS / "multi30k-de-en" / "README.md").read_text(encoding="utf-8")
+    with open(MODELS / "multi30k-de-en" / "metrics.csv", newline="") as f:
+        epochs = [r for r in csv.DictReader(f) if r["kind"] == "epoch"]
+    shipped = {"valid_ppl": {r["epoch"]: float(r["valid_ppl"]) for r in epochs},
+               "selection": json.loads((MODELS / "multi30k-de-en" / "selection.json").read_text())}
+    tried = json.loads((MODELS / "multi30k-de-en" / "experiments" / "dropout-0.2-linear-18.json").read_text())
+    tried = {"valid_ppl": tried["valid_ppl_by_epoch"], "selection": tried["selection"]}
+    for what, run in [("these weights: inverse square root, dropout 0.1", shipped),
+                      ("linear decay to zero, dropout 0.2", tried)]:
+        row = f"| {what} {tried_row(run)}"
+        assert row in card, f"the card's row {what!r} should read {row!r}"
+
+
+# ------------------------------------------------------------- train it yourself (README, chapter 10)
+
+@pytest.mark.parametrize("name", ["multi30k-fast", "multi30k-fast-modern"])
+def test_the_train_it_yourself_figures_come_from_a_run_of_the_config_in_the_repository(name):
+    """`tools/train_it_yourself.py` measured a run of configs/NAME.toml as it is now; the README (and chapter 10,
+    for multi30k-fast) state what it measured."""
+    import tomllib
+
+    run = json.loads((NOTEBOOKS / "results" / "train_it_yourself.json").read_text(encoding="utf-8"))[name]
+    config = tomllib.loads((ROOT / "configs" / f"{name}.toml").read_text(encoding="utf-8"))
+    for section in ("data", "model", "optim"):
+        for key, value in config[section].items():
+            recorded = run["recipe"][section][key]
+            assert recorded == value or (isinstance(value, list) and list(recorded) == value), \
+                f"configs/{name}.toml sets {section}.{key} = {value!r}, the measured run had {recorded!r}"
+    line = next(l for l in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+                if f"--config configs/{name}.toml " in l and l.startswith("transformer train"))
+    stated = (f"{round(run['wall_s'] / 60)} min on {run['threads']} CPU threads, "
+              f"test_2016_flickr BLEU {run['test_2016_flickr_bleu']:.1f}")
+    assert stated in line, f"the README's line for {name} should say {stated!r}: {line}"
+    if name == "multi30k-fast":
+        page = glued(NOTEBOOKS / "10_training.ipynb")
+        assert page["ch10_fast_epochs"] == run["epochs"]
+        assert page["ch10_fast_minutes"] == round(run["wall_s"] / 60)
+        assert page["ch10_fast_bleu"] == f"{run['test_2016_flickr_bleu']:.1f}"
