@@ -70,7 +70,8 @@ def bleu(checkpoint, split: str, beam: int) -> float:
     return round(scored(checkpoint, split, beam, 1.0 if beam > 1 else 0.0, 0)[0], 2)
 
 
-IGNORED = ("name", "out_dir", "progress", "tensorboard", "log_every", "save_every", "keep_last")  # settings that do not change what is trained
+# Settings that do not change what is trained: a run of the config may differ from the file in these.
+IGNORED = ("name", "out_dir", "progress", "tensorboard", "log_every", "save_every", "keep_last")
 
 
 def recipe(config: TrainConfig) -> dict:
@@ -80,8 +81,8 @@ def recipe(config: TrainConfig) -> dict:
 def record(config: TrainConfig, run: Path, threads: int) -> dict:
     """The measurements of the finished run in `run`, trained with `config`'s recipe."""
     last = load_checkpoint(run)  # the newest checkpoint: the end of the last epoch
-    if recipe(last.train_config) != recipe(config):
-        theirs, ours = recipe(last.train_config), recipe(config)
+    theirs, ours = recipe(last.train_config), recipe(config)
+    if theirs != ours:
         diff = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
         raise SystemExit(f"error: {run} was trained with other settings than the config ({', '.join(diff)})")
     epochs = [r for r in read_metrics(run) if r["kind"] == "epoch"]
@@ -89,7 +90,7 @@ def record(config: TrainConfig, run: Path, threads: int) -> dict:
         raise SystemExit(f"error: {run} has {len(epochs)} of {config.optim.epochs} epochs; finish it with "
                          f"`transformer train --config ... --resume` first")
     return {
-        "machine": cpu_name(), "threads": threads, "torch": torch.__version__, "recipe": recipe(config),
+        "machine": cpu_name(), "threads": threads, "torch": torch.__version__, "recipe": ours,
         "wall_s": round(float(epochs[-1]["elapsed_s"])), "epochs": len(epochs), "steps": int(epochs[-1]["step"]),
         "elapsed_s_by_epoch": [round(float(r["elapsed_s"])) for r in epochs],
         "valid_ppl_by_epoch": [round(float(r["valid_ppl"]), 2) for r in epochs],
