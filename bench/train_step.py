@@ -47,6 +47,11 @@ spent 12 s of system time in 28 minutes against 364 s for its float32 predecesso
 bf16. This machine's processor has bf16 matrix units (Intel AMX): a 2,048^3 bf16 matmul runs at 667 GFLOP/s
 on two threads against 147 for float32, 4.5x. The training step gains far less, because the rest of the step
 does not shrink: BF16_RESULTS
+Without such units bf16 is a trap: with oneDNN limited to AVX-512 without bf16 (ONEDNN_MAX_CPU_ISA=AVX512_CORE)
+a (2048, 256) @ (256, 1024) product ran at 13.9 GFLOP/s in bf16 against 56.5 in float32 on one thread, and
+limited to AVX2 at 0.7 against 49.6 (measured while a training run shared the machine: the ratios, not the
+rates, are the finding). `train` therefore refuses precision = "bf16" on a CPU that torch reports without
+AVX512-BF16 or AMX (appendix 95).
 """
 import argparse
 import resource

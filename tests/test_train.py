@@ -26,6 +26,7 @@ from transformer.checkpoints import (checkpoint_problem, latest_checkpoint, load
                                      save_training_state)
 from transformer.config import TrainConfig
 from transformer.corpora import CorpusNotFoundError
+from transformer.errors import ConfigError
 from transformer.data import collate
 from transformer.loss import label_smoothed_loss, smoothed_targets
 from transformer.metrics import read_metrics
@@ -430,3 +431,14 @@ def test_keep_freed_memory_stops_a_block_used_every_step_from_being_faulted_in_a
               for how in ("default", "keep")}
     assert faults["default"] > 9 * 16_384, faults
     assert faults["keep"] < 3 * 16_384, faults
+
+
+def test_bf16_on_a_cpu_without_bf16_instructions_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(train_module, "cpu_has_bf16_matmul", lambda: False)
+    with pytest.raises(ConfigError, match='set precision = "fp32"'):
+        train(tiny(tmp_path, precision="bf16"))
+    assert not (tmp_path / "run").exists()
+    monkeypatch.setattr(train_module, "cpu_has_bf16_matmul", lambda: None)  # cannot tell: the run starts
+    train(tiny(tmp_path, precision="bf16", optim__max_steps=2))
+    assert latest_checkpoint(tmp_path / "run" / "checkpoints") is not None
+

@@ -2,11 +2,12 @@
 
 # %% auto #0
 __all__ = ['NonFiniteLossError', 'StepStats', 'train_step', 'validation_metrics', 'load_pairs', 'keep_freed_memory',
-           'TrainResult', 'train']
+           'cpu_has_bf16_matmul', 'TrainResult', 'train']
 
 # %% ../../notebooks/95_training_run.ipynb #0b15618b
 import ctypes
 import math
+import platform
 import shutil
 import sys
 import time
@@ -167,6 +168,21 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return mallopt(_M_MMAP_MAX, 0) == 1 and mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1
 
+# %% ../../notebooks/95_training_run.ipynb #d5a0b2e4
+def cpu_has_bf16_matmul() -> bool | None:
+    """Whether this x86 CPU has bf16 matrix instructions (AVX512-BF16 or AMX); None where torch cannot tell."""
+    probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    if platform.machine().lower() not in ("x86_64", "amd64") or not all(probes):
+        return None
+    return any(probe() for probe in probes)
+
+
+def _check_precision(config: TrainConfig, device: torch.device) -> None:
+    if device.type == "cpu" and config.precision == "bf16" and cpu_has_bf16_matmul() is False:
+        raise ConfigError('precision = "bf16" on a CPU without bf16 matrix instructions (AVX512-BF16 or AMX): '
+                          'its matrix products would run far slower than in float32; set precision = "fp32" '
+                          "in the config")
+
 # %% ../../notebooks/95_training_run.ipynb #e0161afc
 @dataclass
 class TrainResult:
@@ -188,6 +204,7 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
     config.validate()
     info = DistInfo.from_env()
     device = select_device(config.device, info.local_rank)
+    _check_precision(config, device)
     if device.type == "cpu":
         keep_freed_memory()
     created_group = False
