@@ -48,8 +48,9 @@ bf16. This machine's processor has bf16 matrix units (Intel AMX): a 2,048^3 bf16
 on two threads against 147 for float32, 4.5x. The training step gains far less, because the rest of the step
 does not shrink: at the shipped shape (two threads, 10 steps, keep_freed_memory, 6 % steal) ours ran 3,100
 tok/s with --bf16 against 1,951 in float32 in the process before it (1.59x); against the bf16 matmul's own
-597 GFLOP/s that is an efficiency of 0.14. In whole runs, configs/multi30k-fast.toml's modern-block steps took
-about 1.1 s in bf16 against about 1.8 s in float32 at the same shape.
+597 GFLOP/s that is an efficiency of 0.14. In whole runs: configs/multi30k-fast.toml (modern block, bf16) took
+1,673 s for 1,380 steps, 1.21 s a step with validation, against 2,569 s for 1,150 steps, 2.23 s, for the same
+block in float32 (measured under 30-50 % steal: not a clean ratio).
 `--dropout rand` (masks from rand_like >= p instead of bernoulli_), same evening: ours 2,013 tok/s against 1,951
 for torch's dropout (float32, keep_freed_memory, efficiency 0.402 against 0.369): a few per cent, less than the
 profile's 15 % for bernoulli_ suggested, since the replacement also draws one random number per element.
