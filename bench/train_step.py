@@ -47,18 +47,19 @@ spent 12 s of system time in 28 minutes against 364 s for its float32 predecesso
 bf16. This machine's processor has bf16 matrix units (Intel AMX): a 2,048^3 bf16 matmul runs at 667 GFLOP/s
 on two threads against 147 for float32, 4.5x. The training step gains far less, because the rest of the step
 does not shrink: at the shipped shape (two threads, 10 steps, keep_freed_memory, 6 % steal) ours ran 3,100
-tok/s with --bf16 against 1,951 in float32 in the process before it (1.59x); against the bf16 matmul's own
+tok/s with --bf16 against 1,951 in float32 in a separate process just before (1.59x); against the bf16 matmul's own
 597 GFLOP/s that is an efficiency of 0.14. In whole runs: configs/multi30k-fast.toml (modern block, bf16) took
 1,673 s for 1,380 steps, 1.21 s a step with validation, against 2,569 s for 1,150 steps, 2.23 s, for the same
 block in float32 (measured under 30-50 % steal: not a clean ratio).
-`--dropout rand` (masks from rand_like >= p instead of bernoulli_), same evening: ours 2,013 tok/s against 1,951
-for torch's dropout (float32, keep_freed_memory, efficiency 0.402 against 0.369): a few per cent, less than the
-profile's 15 % for bernoulli_ suggested, since the replacement also draws one random number per element.
 Without such units bf16 is a trap: with oneDNN limited to AVX-512 without bf16 (ONEDNN_MAX_CPU_ISA=AVX512_CORE)
 a (2048, 256) @ (256, 1024) product ran at 13.9 GFLOP/s in bf16 against 56.5 in float32 on one thread, and
 limited to AVX2 at 0.7 against 49.6 (measured while a training run shared the machine: the ratios, not the
 rates, are the finding). `train` therefore refuses precision = "bf16" on a CPU that torch reports without
 AVX512-BF16 or AMX (appendix 95).
+
+`--dropout rand` (masks from rand_like >= p instead of bernoulli_), same evening: ours 2,013 tok/s against 1,951
+for torch's dropout (float32, keep_freed_memory, separate processes; efficiency 0.402 against 0.369): a few per cent, less than the
+profile's 15 % for bernoulli_ suggested, since the replacement also draws one random number per element.
 """
 import argparse
 import resource
