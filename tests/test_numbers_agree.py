@@ -328,10 +328,13 @@ def test_tried_runs_agree_with_their_measurements():
         epochs = [r for r in csv.DictReader(f) if r["kind"] == "epoch"]
     shipped = {"valid_ppl": {r["epoch"]: float(r["valid_ppl"]) for r in epochs},
                "selection": json.loads((MODELS / "multi30k-de-en" / "selection.json").read_text())}
-    tried = json.loads((MODELS / "multi30k-de-en" / "experiments" / "dropout-0.2-linear-18.json").read_text())
-    tried = {"valid_ppl": tried["valid_ppl_by_epoch"], "selection": tried["selection"]}
+    def tried(name: str) -> dict:
+        run = json.loads((MODELS / "multi30k-de-en" / "experiments" / name).read_text())
+        return {"valid_ppl": run["valid_ppl_by_epoch"], "selection": run["selection"]}
+
     for what, run in [("these weights: inverse square root, dropout 0.1", shipped),
-                      ("linear decay to zero, dropout 0.2", tried)]:
+                      ("linear decay to zero, dropout 0.2", tried("dropout-0.2-linear-18.json")),
+                      ("modern block, bf16, linear decay to zero, dropout 0.1", tried("modern-bf16-linear-22.json"))]:
         row = f"| {what} {tried_row(run)}"
         assert row in card, f"the card's row {what!r} should read {row!r}"
 
