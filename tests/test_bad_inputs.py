@@ -674,3 +674,32 @@ def test_ship_model_refuses_an_existing_folder_and_replaces_it_whole_when_asked(
     names = {p.name for p in out.iterdir()}
     assert "tokenizer.model" in names and not names & {"src_tokenizer.model", "tgt_tokenizer.model", "README.md"}
     assert load_checkpoint(out).src_tokenizer.vocab_size == 1000
+
+
+def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_before_writing(tiny_run, tmp_path,
+                                                                                               capsys):
+    tool = load_tool("ship_model")
+    out = tmp_path / "shipped"
+    args = ["ship", "--run", str(tiny_run), "--checkpoints", latest(tiny_run).name, "--to", str(out)]
+    assert tool.main(args) == 0
+    (out / "experiments").mkdir()
+    (out / "experiments" / "tried.json").write_text('{"val": 1.0}')
+    (out / "README.md").write_text("the old card")
+    (out / "decoding.json").write_text('{"beam_size": 99, "alpha": 9.0}')  # the old model's setting
+    before = listing(tmp_path)
+    for keep, replace, message in [(["experiments"], False, "pass --replace"),
+                                   (["decoding.json"], True, "ship writes decoding.json for the new model"),
+                                   (["../shipped"], True, "directly inside"),
+                                   (["experiments/tried.json"], True, "directly inside"),
+                                   (["analysis"], True, "does not exist (nothing to keep)")]:
+        status = tool.main(args + ["--replace"] * replace + ["--keep", *keep])
+        err = capsys.readouterr().err
+        assert status == 2 and err.startswith("error: ") and err.count("\n") == 1 and message in err, (keep, err)
+        assert listing(tmp_path) == before  # refused before anything was written
+    assert tool.main(args[:-1] + [str(tmp_path / "new"), "--keep", "experiments"]) == 2
+    assert "pass --replace too" in capsys.readouterr().err and listing(tmp_path) == before
+    assert tool.main(args + ["--replace", "--keep", "experiments"]) == 0
+    assert (out / "experiments" / "tried.json").read_text() == '{"val": 1.0}'
+    assert not (out / "README.md").exists()  # not named: gone with the old model
+    assert json.loads((out / "decoding.json").read_text()) == {"beam_size": 4, "alpha": 0.6}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shipped"]

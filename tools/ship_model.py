@@ -2,7 +2,7 @@
 
     python tools/ship_model.py measure --run runs/multi30k-small [--last 8] [--limit 0]
     python tools/ship_model.py ship --run runs/multi30k-small --checkpoints step-A step-B ... --to models/multi30k-de-en \
-        --beam 4 --alpha 1.0 [--replace]
+        --beam 4 --alpha 1.0 [--replace [--keep experiments]]
 
 `measure` scores, on the run's validation split and never on a test split: every kept checkpoint
 alone (greedy, the quickest signal), the average of the last n checkpoints for n = 2, 4, 6, ...,
@@ -17,6 +17,9 @@ the measured numbers.
 `ship` refuses a `--to` folder that exists, unless `--replace`: then the new model is written into a fresh
 folder beside it, loaded back from there, and only then swapped in for the old folder (two renames), so no
 file of the old model (a stale tokenizer, an old model card) survives and a failed ship changes nothing.
+`--keep NAME ...` carries named files or folders of the old folder into the new one: the hand-written
+records that do not describe the weights, such as `experiments` (the candidates tried and not shipped).
+A name that `ship` writes itself (the weights, configs, tokenizers, selection) cannot be kept.
 Bad input ends in one `error:` line and exit status 2.
 """
 import argparse
@@ -93,7 +96,8 @@ def ship(args) -> None:
     run, out = Path(args.run), Path(args.to)
     if out.exists() and not args.replace:
         raise InputError(f"{out} exists: ship into a new folder, or pass --replace to replace it whole (no file "
-                               "of it is kept, its model card README.md included)")
+                               "of it is kept unless --keep names it, its model card README.md included)")
+    keep = _kept(out, args.keep or [], args.replace)
     paths = [run / "checkpoints" / name for name in args.checkpoints]
     ckpt = averaged(paths) if len(paths) > 1 else load_checkpoint(paths[0])
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -103,6 +107,11 @@ def ship(args) -> None:
     tmp.chmod(0o777 & ~umask)  # mkdtemp's folder is private (0700); the shipped one is an ordinary folder
     try:
         _write_model(ckpt, run, paths, args, tmp)
+        for name in keep:  # hand-written records that outlive the weights
+            if (out / name).is_dir():
+                shutil.copytree(out / name, tmp / name)
+            else:
+                shutil.copy2(out / name, tmp / name)
         back = load_checkpoint(tmp)  # the new folder loads on its own before it replaces anything
         assert next(back.model.parameters()).dtype == torch.float32
     except BaseException:
@@ -117,12 +126,31 @@ def ship(args) -> None:
     print(f"shipped {out}: {size / 1e6:.1f} MB, weights averaged over {len(paths)} checkpoint(s)")
 
 
+# the files `ship` writes: a --keep of one of them would put the old model's file beside the new weights
+COPIED = ("model_config.json", "train_config.json", "tokenizer.model", "src_tokenizer.model", "tgt_tokenizer.model")
+WRITTEN = ("model.safetensors", *COPIED, "metrics.csv", "selection.json", "averaged_checkpoints.json", "decoding.json")
+
+
+def _kept(out: Path, names: list[str], replace: bool) -> list[str]:
+    """The --keep names, checked before anything is written."""
+    if names and not replace:
+        raise InputError("--keep carries files of the folder that --replace replaces: pass --replace too")
+    for name in names:
+        if name in ("", ".", "..") or Path(name).name != name:
+            raise InputError(f"--keep {name!r}: give the name of a file or folder directly inside {out}")
+        if name in WRITTEN:
+            raise InputError(f"--keep {name}: ship writes {name} for the new model; keep only hand-written files "
+                             "such as experiments")
+        if not (out / name).exists():
+            raise InputError(f"--keep {name}: {out / name} does not exist (nothing to keep)")
+    return names
+
+
 def _write_model(ckpt: Checkpoint, run: Path, paths: list[Path], args, tmp: Path) -> None:
     """Write the shipped model's files into the fresh folder `tmp`."""
     half = ckpt.model.half()
     save_model(half, str(tmp / "model.safetensors"))  # float16: half the size; load_checkpoint reads it as float32
-    for name in ("model_config.json", "train_config.json", "tokenizer.model", "src_tokenizer.model",
-                 "tgt_tokenizer.model"):
+    for name in COPIED:
         if (ckpt.path / name).is_file():
             shutil.copyfile(ckpt.path / name, tmp / name)
     shutil.copyfile(run / "metrics.csv", tmp / "metrics.csv")
@@ -146,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--to", required=True)
     s.add_argument("--beam", type=int, default=4, help="the recommended beam size (written to decoding.json)")
     s.add_argument("--alpha", type=float, default=0.6, help="the recommended length penalty (decoding.json)")
-    s.add_argument("--replace", action="store_true", help="replace the --to folder if it exists (all of it)")
+    s.add_argument("--replace", action="store_true", help="replace the --to folder if it exists (all of it but --keep)")
+    s.add_argument("--keep", nargs="+", metavar="NAME", help="with --replace: files or folders of the old folder "
+                   "to carry into the new one (hand-written records, e.g. experiments)")
     s.set_defaults(fn=ship)
     args = parser.parse_args(argv)
     try:
