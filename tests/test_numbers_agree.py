@@ -334,7 +334,9 @@ def test_tried_runs_agree_with_their_measurements():
 
     for what, run in [("these weights: inverse square root, dropout 0.1", shipped),
                       ("linear decay to zero, dropout 0.2", tried("dropout-0.2-linear-18.json")),
-                      ("modern block, bf16, linear decay to zero, dropout 0.1", tried("modern-bf16-linear-22.json"))]:
+                      ("modern block, bf16, linear decay to zero, dropout 0.1", tried("modern-bf16-linear-22.json")),
+                      ("these weights' recipe with 4,000 pieces, bf16 (perplexity per piece of that vocabulary)",
+                       tried("vocab-4000-bf16-30.json"))]:
         row = f"| {what} {tried_row(run)}"
         assert row in card, f"the card's row {what!r} should read {row!r}"
 
