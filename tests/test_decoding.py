@@ -157,7 +157,7 @@ def test_the_early_stop_never_changes_the_best_hypothesis():
 
 def test_beam_search_rejects_bad_arguments_with_a_message():
     model, src = random_model(True, 0), random_source(0)
-    with pytest.raises(ValueError, match="beam_size >= 1"):
+    with pytest.raises(ValueError, match="beam_size=0: give an integer from 1"):
         beam_search(model, src, beam_size=0)
     with pytest.raises(ValueError, match="n_best"):
         beam_search(model, src, beam_size=2, n_best=3)

@@ -35,7 +35,7 @@ def export_models(app, exception) -> None:
         meta_path = out / "translator.json"
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
         if meta.get("weights_sha256") != weights_sha256(models_dir() / name) or not all((out / f).is_file() for f in MODEL_FILES):
-            export_onnx(name, out)
+            export_onnx(name, out, replace=True)
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
         meta["download_bytes"] = {"model": sum((out / f).stat().st_size for f in MODEL_FILES if f != "translator.json"),
                                   "runtime": runtime}

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
+from .attention import check_attention_inputs
 from .model import TransformerConfig
 
 # %% ../../notebooks/17_attention_cost.ipynb #eaf27971
@@ -25,9 +26,7 @@ def tiled_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None,
     """
     if block < 1:
         raise ValueError(f"block={block}: a block holds at least one key")
-    if Q.shape[-1] != K.shape[-1] or K.shape[-2] != V.shape[-2]:
-        raise ValueError(f"Q (..., T, {Q.shape[-1]}), K (..., {K.shape[-2]}, {K.shape[-1]}) and V (..., "
-                         f"{V.shape[-2]}, D_v) do not fit: D_k must match and K, V need one row per key")
+    check_attention_inputs(Q, K, V, mask)
     T, S = Q.shape[-2], K.shape[-2]
     batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
     m = Q.new_full((*batch, T, 1), -math.inf)  # running maximum of each query's scores

@@ -2,8 +2,8 @@
 
 # %% auto #0
 __all__ = ['SHIPPED_MODELS', 'save_training_state', 'load_training_state', 'latest_checkpoint', 'checkpoint_problem',
-           'resumable_checkpoint', 'save_checkpoint', 'Checkpoint', 'resolve_checkpoint', 'load_checkpoint',
-           'models_dir', 'load_translator', 'evaluate_checkpoint']
+           'resumable_checkpoint', 'save_checkpoint', 'Checkpoint', 'resolve_checkpoint', 'model_bytes',
+           'load_checkpoint', 'models_dir', 'load_translator', 'evaluate_checkpoint']
 
 # %% ../../notebooks/93_checkpoints.ipynb #6c507b69
 import dataclasses
@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +24,16 @@ from .config import TrainConfig, parse_config
 from .corpora import split_pairs_for
 from .errors import CheckpointError, CheckpointNotFoundError, ConfigError
 from .evaluation import evaluate_pairs
+from .files import atomic_folder, check_regular_file, read_regular_file
+from .memory import check_fits
 from .model import Transformer, TransformerConfig
 from .modern import build_model
 from .tokenizer import Tokenizer
 
 # %% ../../notebooks/93_checkpoints.ipynb #c15c13eb
+_JSON_LIMIT = 64 << 20  # bytes: a checkpoint's JSON files are settings and structure (the tensors are elsewhere)
+
+
 def _to_tree(obj, tensors: dict):
     """Split a state dict into JSON-able data and a flat dict of tensors (for safetensors)."""
     if isinstance(obj, Tensor):
@@ -74,8 +78,10 @@ def save_training_state(state: dict, directory: Path) -> None:
 
 def load_training_state(directory: Path) -> dict:
     """Read what `save_training_state` wrote: JSON and safetensors only, nothing unpickled."""
+    check_regular_file(directory / "training_state.safetensors", error=CheckpointError)
     tensors = load_file(str(directory / "training_state.safetensors"))
-    return _from_tree(json.loads((directory / "training_state.json").read_text()), tensors)
+    text = read_regular_file(directory / "training_state.json", _JSON_LIMIT, CheckpointError).decode("utf-8")
+    return _from_tree(json.loads(text), tensors)
 
 # %% ../../notebooks/93_checkpoints.ipynb #668374ac
 _CHECKPOINT_NAME = re.compile(r"\w[\w.-]*")  # one folder name: no path separator, never "." or ".."
@@ -90,7 +96,7 @@ def _pointer_name(checkpoints: Path, pointer: str) -> str | None:
     p = Path(checkpoints) / pointer
     if not p.is_file():
         return None
-    name = p.read_bytes()[:256].decode("utf-8", errors="replace").strip()
+    name = read_regular_file(p, 4096, CheckpointError).decode("utf-8", errors="replace").strip()
     named = _CHECKPOINT_NAME.fullmatch(name) is not None  # checked first: a path with a NUL cannot even be resolved
     if not (named and (Path(checkpoints) / name).resolve().parent == Path(checkpoints).resolve()):
         raise CheckpointError(f"{p} holds {name[:60]!r}, not the name of a checkpoint folder beside it (such as "
@@ -115,13 +121,14 @@ def checkpoint_problem(directory: Path) -> str | None:
     """
     for name in ("model.safetensors", "training_state.safetensors"):
         try:
+            check_regular_file(directory / name, error=CheckpointError)
             with safe_open(str(directory / name), framework="pt") as f:
                 f.keys()
-        except Exception as e:  # missing, truncated, or not safetensors at all
+        except Exception as e:  # missing, truncated, not safetensors at all, or a pipe
             return f"{name}: {e}"
     for name in ("model_config.json", "train_config.json", "training_state.json"):
         try:
-            json.loads((directory / name).read_text())
+            json.loads(read_regular_file(directory / name, _JSON_LIMIT, CheckpointError))
         except Exception as e:
             return f"{name}: {e}"
     return None
@@ -162,28 +169,17 @@ def save_checkpoint(directory: Path, *, model: Transformer, train_config: TrainC
 
     Everything goes into a temporary directory beside it, which is renamed into place only when
     complete, so a crash leaves either the old checkpoints or the new one, never half of one.
-    Contents: model.safetensors, model_config.json, train_config.json, the tokenizer model(s),
+    Contents: model.safetensors (whose metadata repeats the model config, tying the weights to it),
+    model_config.json, train_config.json, the tokenizer model(s),
     training_state.json + training_state.safetensors (optimiser, scheduler, RNG, data position).
     """
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
-    try:
-        save_model(model, str(tmp / "model.safetensors"))
+    with atomic_folder(directory, replace=True) as tmp:  # replace: a leftover of a crashed run that no pointer names
+        save_model(model, str(tmp / "model.safetensors"), metadata={"model_config": model.config.to_json()})
         (tmp / "model_config.json").write_text(model.config.to_json())
         (tmp / "train_config.json").write_text(train_config.to_json())
         for name, path in tokenizer_files.items():
             shutil.copyfile(path, tmp / name)
         save_training_state(state, tmp)
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        if directory.exists():  # a leftover of a crashed run that no pointer names
-            shutil.rmtree(directory)
-        os.replace(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return directory
 
 
@@ -226,7 +222,7 @@ def resolve_checkpoint(path: str | Path, pointer: str = "latest") -> Path:
 def _read_json(path: Path) -> dict:
     """One of a checkpoint's JSON files, as a dict; `CheckpointError` names the file if it is missing or damaged."""
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(read_regular_file(path, _JSON_LIMIT, CheckpointError).decode("utf-8"))
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing: the checkpoint is incomplete; copy it again, or use another "
                               "checkpoint") from None
@@ -270,6 +266,7 @@ def _stored_tensors(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
     Opening the file checks that every tensor the header lists lies inside it, so a copy cut short is caught here.
     """
     try:
+        check_regular_file(path, error=CheckpointError)  # safetensors would wait forever on a named pipe
         with safe_open(str(path), framework="pt") as f:
             return {k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape())) for k in f.keys()}
     except (SafetensorError, OSError) as e:  # missing, truncated, or not safetensors at all
@@ -339,15 +336,51 @@ def _load_tokenizers(directory: Path, shared: bool | None = None) -> tuple[Token
     names = ("tokenizer.model",) if shared else ("src_tokenizer.model", "tgt_tokenizer.model")
     tokenizers = []
     for name in names:
-        if not (directory / name).is_file():
+        if not (directory / name).exists():
             kind = "one shared vocabulary" if shared else "two vocabularies"
             raise CheckpointError(f"{directory / name} is missing: a model with {kind} needs {' and '.join(names)} "
                                   "beside its weights; copy the one saved with them")
         try:
             tokenizers.append(Tokenizer.load(directory / name))
-        except ValueError as e:  # not a sentencepiece model, or not the course's special ids
-            raise CheckpointError(f"{directory / name}: {e}") from None
+        except ValueError as e:  # not a sentencepiece model, not the course's special ids, or not a regular file
+            raise CheckpointError(str(e) if str(e).startswith(str(directory)) else f"{directory / name}: {e}") from None
     return (tokenizers[0], tokenizers[0]) if shared else (tokenizers[0], tokenizers[1])
+
+
+def model_bytes(config: TransformerConfig) -> int:
+    """Bytes of a model's weights and buffers in float32, counted on the meta device: nothing is allocated."""
+    with torch.device("meta"):
+        model = build_model(config)
+    return sum(t.numel() * 4 for t in (*model.parameters(), *model.buffers()))
+
+
+def _check_config_is_the_saved_one(directory: Path, config: TransformerConfig, train_config: TrainConfig,
+                                   device: str | torch.device) -> None:
+    """Refuse a model_config.json edited after the weights were saved (they carry a copy of it in their metadata;
+    weights saved before that copy was kept load as before), a max_len below what the model was trained on, and
+    a model this machine cannot hold, before anything is allocated."""
+    path = directory / "model.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        saved = (f.metadata() or {}).get("model_config")
+    if saved is not None:
+        try:
+            saved = json.loads(saved)
+        except json.JSONDecodeError as e:
+            raise CheckpointError(f"{path}: its metadata's model_config is damaged ({e}); copy the weights again") from None
+        differ = [k for k, v in config.to_dict().items() if saved.get(k, v) != v]
+        if differ:
+            said = ", ".join(f"{k}={getattr(config, k)!r}" for k in differ)
+            held = ", ".join(f"{k}={saved[k]!r}" for k in differ)
+            raise CheckpointError(f"{directory / 'model_config.json'} is not the config these weights were saved with: "
+                                  f"it says {said}, but {path.name} was saved with {held}; copy the model_config.json "
+                                  "that was saved with these weights")
+    if config.max_len < train_config.data.max_len:
+        raise CheckpointError(f"{directory / 'model_config.json'} says max_len={config.max_len}, but the model was "
+                              f"trained on sentences of up to {train_config.data.max_len} tokens (train_config.json): "
+                              "copy the model_config.json that was saved with these weights")
+    check_fits(model_bytes(config), device, f"the model that {directory / 'model_config.json'} describes",
+               "its sizes (max_len, d_model, d_ff: copy the model_config.json saved with these weights), or load it "
+               "on a machine with more memory", CheckpointError)
 
 
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", pointer: str = "latest") -> Checkpoint:
@@ -368,6 +401,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", pointe
             raise CheckpointError(f"{tok.model_path} has {tok.vocab_size} pieces, but model_config.json gives the "
                                   f"{side} vocabulary {size}: it is not the tokenizer these weights were trained "
                                   "with; copy the one saved with them")
+    _check_config_is_the_saved_one(directory, model_config, train_config, device)
     model = build_model(model_config)
     _load_weights(model, directory / "model.safetensors", device)
     return Checkpoint(model.to(device).eval(), src_tok, tgt_tok, train_config, directory)

@@ -73,6 +73,44 @@ def _length_penalty(value: float | None) -> float | None:
     return value
 
 
+class _StdoutClosed(Exception):
+    """The reader of standard output went away (`transformer translate ... | head -1`)."""
+
+
+def _say(text: str) -> None:
+    """Print one line to standard output, now: a reader that closed the pipe ends the command quietly, and a
+    standard output that cannot take the line (a full disk) is one error line, not a traceback."""
+    if sys.stdout is None:  # started with standard output closed (`>&-`)
+        raise CommandError("standard output is closed: redirect it to a file instead (> out.txt)")
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        raise _StdoutClosed from None
+    except OSError as e:
+        _discard_stdout()
+        raise CommandError(f"cannot write to standard output: {e.strerror or e}") from None
+
+
+def _discard_stdout() -> None:
+    """Point standard output at the null device, so that the interpreter's last flush of what is still buffered
+    neither fails nor prints "Exception ignored" at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file behind sys.stdout (a test's capture)
+        pass
+
+
+def _stdin_lines() -> list[str]:
+    if sys.stdin is None:  # started with standard input closed (`transformer translate <&-`)
+        raise CommandError("standard input is closed: give the sentences as arguments, or pipe them in "
+                           "(transformer translate < sentences.txt)")
+    return read_input_lines(sys.stdin.buffer.read())
+
+
 def _load(model: str, device: str):
     """A shipped model or a run/checkpoint directory: `load_translator` checks every file and names what is wrong."""
     return load_translator(model, select_device(device))
@@ -94,7 +132,7 @@ def _run_train(args) -> int:
     if int(os.environ.get("RANK", 0)) == 0:
         last = result.history[-1] if result.history else {}
         summary = ", ".join(f"{k}={last[k]:.4f}" for k in ("loss", "valid_loss", "valid_ppl") if k in last)
-        print(f"done: step {result.step}, {summary}; checkpoint {result.checkpoint}")
+        _say(f"done: step {result.step}, {summary}; checkpoint {result.checkpoint}")
     return 0
 
 
@@ -105,7 +143,7 @@ def _run_translate(args) -> int:
     if args.max_len is not None:
         _positive("--max-len", args.max_len)
     _length_penalty(args.alpha)
-    lines = _arguments(args.text) if args.text else read_input_lines(sys.stdin.buffer.read())
+    lines = _arguments(args.text) if args.text else _stdin_lines()
     ckpt = _load(args.model, args.device)
     limits = dict(max_len_a=0.0, max_len_b=args.max_len) if args.max_len else {}
 
@@ -115,7 +153,7 @@ def _run_translate(args) -> int:
 
     for line in translate(ckpt, lines, beam_size=args.beam, alpha=args.alpha, batch_size=args.batch_size,
                           on_truncate=truncated, **limits):
-        print(line)
+        _say(line)
     return 0
 
 
@@ -130,18 +168,20 @@ def _run_evaluate(args) -> int:
     out_dir = args.out_dir or Path("evaluation") / Path(args.model).name
     report = evaluate_checkpoint(ckpt, args.split, beam_size=args.beam, alpha=args.alpha,
                                  batch_size=args.batch_size, out_dir=out_dir, limit=args.limit)
-    print(f"{args.model} on {args.split}: {report['sentences']} sentences, beam {report['beam_size']}, "
-          f"alpha {report['alpha']}, {report['seconds']} s")
+    _say(f"{args.model} on {args.split}: {report['sentences']} sentences, beam {report['beam_size']}, "
+         f"alpha {report['alpha']}, {report['seconds']} s")
     for s in report["scores"]:
-        print(f"  {s['metric']:<28} {s['score']:6.2f}   {s['signature']}")
-    print(f"translations: {Path(out_dir) / (args.split + '.hyp')}; scores: {Path(out_dir) / (args.split + '.json')}")
+        _say(f"  {s['metric']:<28} {s['score']:6.2f}   {s['signature']}")
+    _say(f"translations: {Path(out_dir) / (args.split + '.hyp')}; scores: {Path(out_dir) / (args.split + '.json')}")
     return 0
 
 
 def _run_export_onnx(args) -> int:
-    out = export_onnx(args.model, args.out)
+    if not str(args.out).strip():
+        raise CommandError("--out is empty: name the folder to write the ONNX files into, e.g. --out de-en-onnx")
+    out = export_onnx(args.model, Path(args.out), replace=args.replace)
     files = sorted(f for f in out.iterdir() if f.is_file())
-    print(f"{args.model} -> {out}: " + ", ".join(f"{f.name} ({f.stat().st_size / 1e6:.1f} MB)" for f in files))
+    _say(f"{args.model} -> {out}: " + ", ".join(f"{f.name} ({f.stat().st_size / 1e6:.1f} MB)" for f in files))
     return 0
 
 # %% ../../notebooks/97_command_line.ipynb #f3c73acd
@@ -186,8 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("export-onnx", help="write a model as ONNX (encoder, decoder step, tokenizers) for onnxruntime")
     p.add_argument("--model", default=SHIPPED_MODELS[0], help=model_help + f" (default {SHIPPED_MODELS[0]})")
-    p.add_argument("--out", required=True, type=Path, help="the folder to write encoder.onnx, decoder.onnx, "
+    p.add_argument("--out", required=True, help="a new folder to write encoder.onnx, decoder.onnx, "
                    "source.model, target.model and translator.json into")
+    p.add_argument("--replace", action="store_true", help="replace --out if it exists and holds files (all of them)")
     p.set_defaults(run=_run_export_onnx)
     return parser
 
@@ -205,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     """`transformer train | translate | evaluate | export-onnx ...`: returns the exit status (2 for bad input).
 
     The package's own errors (`TransformerError`) become one `error: ...` line; any other exception is a bug,
-    and keeps its traceback.
+    and keeps its traceback. A reader that closes standard output early (`| head -1`) ends the command quietly
+    with status 141, what a shell reports for a tool ended by SIGPIPE.
     """
     args = build_parser().parse_args(argv)
     try:
@@ -213,3 +255,5 @@ def main(argv: list[str] | None = None) -> int:
     except TransformerError as e:
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
+    except _StdoutClosed:  # the reader has all it wanted: end quietly, as a Unix tool ended by SIGPIPE
+        return 128 + 13

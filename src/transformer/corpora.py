@@ -12,7 +12,6 @@ import hashlib
 import importlib.util
 import logging
 import os
-import tempfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -20,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import ConfigError, CorpusError, InputError
-from .files import atomic_write_bytes
+from .files import atomic_file, atomic_write_bytes
 
 _log = logging.getLogger("transformer.data")  # the name the data chapter's reports have always carried
 
@@ -127,24 +126,15 @@ def download_file(url: str, dest: str | Path, sha256: str | None = None, *, time
     Raises `urllib.error.URLError`/`OSError` when the fetch fails and `ChecksumError` on a wrong sum.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, part = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        digest = hashlib.sha256()
-        request = urllib.request.Request(url, headers={"User-Agent": "transformer-course/0.1 (urllib)"})
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=timeout) as response:
-            while chunk := response.read(1 << 20):
-                digest.update(chunk)
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
+    digest = hashlib.sha256()
+    request = urllib.request.Request(url, headers={"User-Agent": "transformer-course/0.1 (urllib)"})
+    with atomic_file(dest) as out, urllib.request.urlopen(request, timeout=timeout) as response:
+        while chunk := response.read(1 << 20):
+            digest.update(chunk)
+            out.write(chunk)
         if sha256 is not None and digest.hexdigest() != sha256.lower():
             raise ChecksumError(f"{url} has SHA-256 {digest.hexdigest()}, expected {sha256}: the download is "
                                 f"corrupt or the file changed upstream, so {dest} was not written")
-        os.replace(part, dest)
-    except BaseException:
-        Path(part).unlink(missing_ok=True)
-        raise
     return dest
 
 # %% ../../notebooks/91_corpora.ipynb #6932e934

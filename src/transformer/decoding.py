@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['DEFAULT_DECODING', 'Hypothesis', 'output_limits', 'FullRecompute', 'greedy_decode', 'length_penalty', 'beam_search',
-           'KVCache', 'decoding_settings', 'translate']
+           'check_decoding', 'KVCache', 'decoding_settings', 'translate']
 
 # %% ../../notebooks/11_decoding.ipynb #dcbd5b11
 import json
@@ -10,13 +10,15 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 from torch import Tensor
 
 from .errors import CheckpointError, InputError
+from .files import read_regular_file
 from .decoder import DecoderCache
+from .memory import check_fits
 from .model import Transformer
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -40,6 +42,10 @@ def output_limits(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int, mo
 
     Capped at model_max_len - 1, so that BOS and every generated token have a position in the table.
     """
+    if not (isinstance(max_len_a, (int, float)) and not isinstance(max_len_a, bool) and math.isfinite(max_len_a)
+            and max_len_a >= 0 and type(max_len_b) is int and max_len_b >= 1):
+        raise InputError(f"max_len_a={max_len_a!r} and max_len_b={max_len_b!r}: the output may hold a * S + b tokens, "
+                         "with a a finite number >= 0 and b an integer >= 1")
     S = (src != pad_id).sum(-1)  # (B,): real source lengths
     max_len_b = min(max_len_b, model_max_len)  # a larger b changes nothing (and could overflow int64)
     limit = (max_len_a * S.double()).floor().long() + max_len_b  # (B,)
@@ -76,13 +82,25 @@ def _log_probs(logits: Tensor) -> Tensor:
     return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1)
 
 # %% ../../notebooks/11_decoding.ipynb #4a06a5ab
+def _check_src(model: Transformer, src: Tensor) -> None:
+    """Refuse a source batch that is not (B, S) token ids of the model's source vocabulary, or has an empty row."""
+    if not isinstance(src, Tensor) or src.dim() != 2 or src.dtype not in (torch.int64, torch.int32):
+        shown = f"shape {tuple(src.shape)}, dtype {src.dtype}" if isinstance(src, Tensor) else type(src).__name__
+        hint = ": for one sentence use src[None]" if isinstance(src, Tensor) and src.dim() == 1 else ""
+        raise InputError(f"src must be a (B, S) tensor of token ids (int64), got {shown}{hint}")
+    V = model.config.src_vocab_size
+    if src.numel() and not (0 <= int(src.min()) and int(src.max()) < V):
+        bad = int(src.min()) if int(src.min()) < 0 else int(src.max())
+        raise InputError(f"src holds token id {bad}, outside the source vocabulary (ids 0 to {V - 1}): encode the "
+                         "sentences with the model's own source tokenizer")
+    if len(src) and (src != model.config.pad_id).sum(-1).min() == 0:
+        raise InputError("a source sentence is empty (all padding): give empty lines an empty translation "
+                         "without calling the model, as `translate` does")
+
+
 def _start(model: Transformer, src: Tensor, use_cache: bool):
     """Encode src (B, S) once and return the decoder state to step with."""
-    if src.dim() != 2:
-        raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}: for one sentence use src[None]")
-    if len(src) and (src != model.config.pad_id).sum(-1).min() == 0:
-        raise ValueError("a source sentence is empty (all padding): give empty lines an empty translation "
-                         "without calling the model, as `translate` does")
+    _check_src(model, src)
     model.eval()
     src_mask = model.make_src_mask(src)  # (B, 1, 1, S)
     memory = model.encode(src, src_mask)  # (B, S, D): the source is encoded once
@@ -141,13 +159,15 @@ def beam_search(model: Transformer, src: Tensor, *, beam_size: int = 4, alpha: f
     beaten by an open beam (`early_stop=False` skips that test), or at its length limit a * S_i + b.
     Hypotheses come best first.
     """
-    if beam_size < 1 or not 1 <= n_best <= beam_size:
-        raise InputError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got beam_size={beam_size}, "
-                         f"n_best={n_best}")
-    if not (math.isfinite(alpha) and alpha >= 0):  # a NaN exponent would make every score NaN: none could win
-        raise InputError(f"alpha={alpha}: the length penalty's exponent must be a finite number >= 0")
+    check_decoding(beam_size, alpha, model.config.tgt_vocab_size)
+    if type(n_best) is not int or not 1 <= n_best <= beam_size:
+        raise InputError(f"n_best={n_best!r}: the hypotheses returned per sentence, an integer from 1 to beam_size="
+                         f"{beam_size}")
+    _check_src(model, src)
     k, B, dev = beam_size, src.shape[0], src.device
     limits = output_limits(src, model.config.pad_id, max_len_a, max_len_b, model.config.max_len).tolist()
+    check_fits(_beam_bytes(model, B, src.shape[1], k, max(limits, default=1)), dev,
+               f"beam search with a beam of {k} over {B} sentence(s)", "the beam size or the batch size")
     state = _start(model, src, use_cache)  # each source encoded once...
     state.select(torch.arange(B, device=dev).repeat_interleave(k))  # ...then B*k rows: sentence 0's k beams first
     sentences = list(range(B))  # the sentence of each live group of k rows
@@ -178,6 +198,25 @@ def beam_search(model: Transformer, src: Tensor, *, beam_size: int = 4, alpha: f
             ys = torch.cat([ys[rows], torch.tensor(next_tok, device=dev)[:, None]], dim=1)  # (b'*k, t + 1)
             beam_lp = torch.tensor(next_lp, dtype=logp.dtype, device=dev)  # (b', k)
     return [hyps[:n_best] for hyps in finished]
+
+
+def check_decoding(beam_size: int, alpha: float, vocab_size: int) -> None:
+    """Refuse a beam that is not an integer from 1 to the target vocabulary's size, or a length penalty exponent
+    that is not a finite number >= 0 (a NaN exponent would make every score NaN: none could win)."""
+    if type(beam_size) is not int or not 1 <= beam_size <= vocab_size:
+        raise InputError(f"beam_size={beam_size!r}: give an integer from 1 (greedy decoding) to the target "
+                         f"vocabulary's {vocab_size} pieces; beams of 4 to 8 are usual")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (math.isfinite(alpha) and alpha >= 0):
+        raise InputError(f"alpha={alpha!r}: the length penalty's exponent must be a finite number >= 0")
+
+
+def _beam_bytes(model: Transformer, B: int, S: int, k: int, steps: int) -> int:
+    """About the most memory beam search holds: per row (B * k of them) the next-token scores and their sums
+    (3 x V floats) and the key/value cache of every decoder layer (self-attention up to `steps` positions,
+    cross-attention over S), in float32."""
+    c = model.config
+    per_row = 3 * c.tgt_vocab_size + 2 * 2 * c.num_decoder_layers * (steps + S) * c.d_model
+    return 4 * B * k * per_row
 
 
 def _extend(hyps: list[Hypothesis], beams: Tensor, lps: list[float], beam_ids: list[int], tokens: list[int],
@@ -247,19 +286,41 @@ DEFAULT_DECODING = {"beam_size": 4, "alpha": 0.6}
 def decoding_settings(checkpoint) -> dict:
     """The beam size and length penalty a model recommends: its `decoding.json`, else `DEFAULT_DECODING`."""
     path = Path(checkpoint.path) / "decoding.json" if getattr(checkpoint, "path", None) else None
-    if path is None or not path.is_file():
+    if path is None or not (path.exists() or path.is_symlink()):
         return dict(DEFAULT_DECODING)
     try:
-        chosen = json.loads(path.read_bytes().decode("utf-8"))
+        chosen = json.loads(read_regular_file(path, 1 << 16, CheckpointError).decode("utf-8"))
+    except OSError as e:
+        raise CheckpointError(f"{path} cannot be read ({e.strerror}): fix it, or delete it to decode with "
+                              f"{DEFAULT_DECODING}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{path} is damaged, not JSON ({e}): fix it, or delete it to decode with "
                               f"{DEFAULT_DECODING}") from None
     settings = {k: chosen.get(k, v) for k, v in DEFAULT_DECODING.items()} if isinstance(chosen, dict) else {}
-    beam, alpha = settings.get("beam_size"), settings.get("alpha")
-    if not (type(beam) is int and beam >= 1 and type(alpha) in (int, float) and math.isfinite(alpha) and alpha >= 0):
-        raise CheckpointError(f"{path} must hold {{\"beam_size\": an integer >= 1, \"alpha\": a number >= 0}}, got "
-                              f"{chosen!r:.80}: fix it, or delete it to decode with {DEFAULT_DECODING}")
+    try:
+        check_decoding(settings.get("beam_size"), settings.get("alpha"), checkpoint.model.config.tgt_vocab_size)
+    except InputError as e:
+        raise CheckpointError(f"{path} must hold {{\"beam_size\": an integer from 1 to the target vocabulary's size, "
+                              f"\"alpha\": a number >= 0}}, got {chosen!r:.80} ({e}): fix it, or delete it to decode "
+                              f"with {DEFAULT_DECODING}") from None
     return settings
+
+
+def _checked_sentences(checkpoint, sentences, batch_size) -> list[str]:
+    """`translate`'s arguments, each refused with its name and what it must be; the sentences as a list."""
+    if not all(hasattr(checkpoint, a) for a in ("model", "src_tokenizer", "tgt_tokenizer")):
+        raise InputError(f"checkpoint must be a loaded model (transformer.load_translator(\"multi30k-de-en\") or a "
+                         f"run's folder), got {type(checkpoint).__name__}")
+    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Iterable):
+        raise InputError(f"sentences must be a list of strings, got {type(sentences).__name__}: for one sentence, "
+                         "pass [sentence]")
+    sentences = list(sentences)
+    for i, s in enumerate(sentences):
+        if not isinstance(s, str):
+            raise InputError(f"sentences[{i}] is {type(s).__name__}, not a str: every sentence must be a string")
+    if type(batch_size) is not int or batch_size < 1:
+        raise InputError(f"batch_size={batch_size!r} must be an integer >= 1")
+    return sentences
 
 
 def translate(checkpoint, sentences: Sequence[str], *, beam_size: int | None = None, alpha: float | None = None,
@@ -270,19 +331,16 @@ def translate(checkpoint, sentences: Sequence[str], *, beam_size: int | None = N
     Sentences are sorted by length and decoded `batch_size` at a time (beam search, or greedy when
     beam_size == 1; beam_size and alpha default to `decoding_settings(checkpoint)`). An empty sentence
     gives an empty output without touching the model. A sentence longer than the model's `max_len` tokens
-    is cut to fit, and `on_truncate(index, tokens, kept)` is told (by default a `UserWarning` names it). A beam
-    below 1, or an `alpha` that is negative or not finite, raises `InputError`.
+    is cut to fit, and `on_truncate(index, tokens, kept)` is told (by default a `UserWarning` names it). A
+    `sentences` that is one string rather than a list of them, a beam that is not an integer from 1 to the target
+    vocabulary's size, a negative or non-finite `alpha`, or a beam whose memory the machine lacks raises `InputError`.
     """
+    sentences = _checked_sentences(checkpoint, sentences, batch_size)
     settings = decoding_settings(checkpoint)
     beam_size = settings["beam_size"] if beam_size is None else beam_size
     alpha = settings["alpha"] if alpha is None else alpha
-    if beam_size < 1:
-        raise InputError(f"beam_size={beam_size}: use 1 for greedy decoding, or a larger beam")
-    if not (math.isfinite(alpha) and alpha >= 0):
-        raise InputError(f"alpha={alpha}: the length penalty's exponent must be a finite number >= 0")
-    if batch_size < 1:
-        raise InputError(f"batch_size={batch_size} must be at least 1")
     model, src_tok, tgt_tok = checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer
+    check_decoding(beam_size, alpha, model.config.tgt_vocab_size)
     device, limit = next(model.parameters()).device, model.config.max_len
     ids = src_tok.encode_batch([s.strip() for s in sentences])
     for i, x in enumerate(ids):
@@ -295,6 +353,11 @@ def translate(checkpoint, sentences: Sequence[str], *, beam_size: int | None = N
             ids[i] = x[:limit]
     out = [""] * len(ids)
     order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
+    if order and beam_size > 1:  # the largest batch the search will hold, checked before the first is decoded
+        S = len(ids[order[-1]])
+        check_fits(_beam_bytes(model, min(batch_size, len(order)), S, beam_size, limit), device,
+                   f"beam search with a beam of {beam_size} over batches of {min(batch_size, len(order))} sentences",
+                   "the beam size or the batch size")
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
         src = torch.full((len(chunk), len(ids[chunk[-1]])), model.config.pad_id, dtype=torch.long)  # (b, S)

@@ -5,6 +5,8 @@ __all__ = ['Score', 'corpus_bleu', 'corpus_chrf', 'group_references', 'evaluate_
 
 # %% ../../notebooks/12_evaluation.ipynb #b8fc908f
 import json
+import shutil
+import tempfile
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
@@ -84,6 +86,24 @@ def group_references(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[
     return list(grouped), list(grouped.values())
 
 # %% ../../notebooks/12_evaluation.ipynb #b8cc869b
+def _writable_folder(out: Path) -> Path | None:
+    """Make sure `out` is a folder this process can write into: create it (and its missing parents) and write a
+    probe file. Returns the topmost folder it created (None if `out` existed), or raises `InputError` with nothing
+    left behind."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"out_dir={out} is a file, not a folder: give a folder for <split>.hyp and <split>.json")
+    top = None if out.exists() else next(p for p in [out, *out.parents] if p.parent.exists() or p.parent == p)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()  # a probe: removed as it closes
+    except OSError as e:
+        if top is not None:
+            shutil.rmtree(top, ignore_errors=True)
+        raise InputError(f"out_dir={out} cannot be written: {e.strerror}; give a folder you can write to "
+                         "(--out-dir)") from None
+    return top
+
+
 def evaluate_pairs(checkpoint, pairs: Sequence[tuple[str, str]], split: str, *, beam_size: int | None = None,
                    alpha: float | None = None, batch_size: int = 64, out_dir: str | Path | None = None,
                    limit: int = 0) -> dict:
@@ -99,8 +119,6 @@ def evaluate_pairs(checkpoint, pairs: Sequence[tuple[str, str]], split: str, *, 
     """
     if limit < 0:
         raise InputError(f"limit={limit} must be >= 0 (0: every sentence)")
-    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
-        raise InputError(f"out_dir={out_dir} is a file, not a folder: give a folder for <split>.hyp and <split>.json")
 
     settings = decoding_settings(checkpoint)  # the model's recommended beam size and length penalty
     beam_size = settings["beam_size"] if beam_size is None else beam_size
@@ -109,9 +127,15 @@ def evaluate_pairs(checkpoint, pairs: Sequence[tuple[str, str]], split: str, *, 
     sources, references = group_references(pairs)
     if limit:
         sources, references = sources[:limit], references[:limit]
+    created = _writable_folder(Path(out_dir)) if out_dir is not None else None  # before the work, not after it
     start = time.perf_counter()
-    hypotheses = translate(checkpoint, sources, beam_size=beam_size, alpha=alpha, batch_size=batch_size,
-                           on_truncate=lambda i, n, kept: None)
+    try:
+        hypotheses = translate(checkpoint, sources, beam_size=beam_size, alpha=alpha, batch_size=batch_size,
+                               on_truncate=lambda i, n, kept: None)
+    except BaseException:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     seconds = time.perf_counter() - start
     tokenize = "zh" if data.tgt_lang.startswith("zh") else "13a"
     scores = [corpus_bleu(hypotheses, references, tokenize=tokenize)]
@@ -126,13 +150,8 @@ def evaluate_pairs(checkpoint, pairs: Sequence[tuple[str, str]], split: str, *, 
               "checkpoint": str(checkpoint.path), "scores": [asdict(s) for s in scores]}
     if out_dir is not None:
         out = Path(out_dir)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise InputError(f"out_dir={out} cannot be created: {e.strerror}") from None
         atomic_write_bytes(out / f"{split}.hyp", "".join(h + "\n" for h in hypotheses).encode("utf-8"))
         atomic_write_bytes(out / f"{split}.json",
                             (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
     report["hypotheses"] = hypotheses
     return report
-

@@ -16,7 +16,8 @@ from torch import Tensor, nn
 
 from .checkpoints import load_translator
 from .decoding import greedy_decode
-from .files import atomic_write_bytes
+from .errors import InputError
+from .files import atomic_folder, atomic_write_bytes
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
 from .visualize import keeping_weights
 
@@ -93,15 +94,37 @@ def weights_sha256(model_dir: str | Path) -> str:
     return hashlib.sha256((Path(model_dir) / "model.safetensors").read_bytes()).hexdigest()
 
 
+def _check_out_dir(out: Path, replace: bool) -> None:
+    """Refuse an `out_dir` that is a file, or a folder holding files without `replace`, before any work."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out} is a file, not a folder: give a new folder for the ONNX files")
+    if out.is_dir() and any(out.iterdir()) and not replace:
+        raise InputError(f"{out} already holds files: export into a new or empty folder, or pass --replace "
+                         "(replace=True) to replace the folder and everything in it")
+
+
 @torch.no_grad()
-def export_onnx(model: str | Path, out_dir: str | Path, **load_options) -> Path:
+def export_onnx(model: str | Path, out_dir: str | Path, replace: bool = False, **load_options) -> Path:
     """Write a translator as ONNX: `encoder.onnx`, `decoder.onnx`, the tokenizers and `translator.json`.
 
-    `model` is a shipped name or a checkpoint directory (as `load_translator` takes). Returns out_dir."""
-    checkpoint = load_translator(model, **load_options)
-    m = checkpoint.model.eval()  # float32, as load_translator returns it
+    `model` is a shipped name or a checkpoint directory (as `load_translator` takes). The files are written into a
+    new folder beside `out_dir`, which then takes its place (`atomic_folder`): a folder that already holds files
+    is refused unless `replace`, and then replaced whole. Returns out_dir."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    _check_out_dir(out, replace)
+    checkpoint = load_translator(model, **load_options)
+    try:
+        with atomic_folder(out, replace=True) as tmp:
+            _write_export(checkpoint, tmp)
+    except PermissionError as e:
+        raise InputError(f"cannot write into {out.parent if not out.exists() else out}: {e.strerror}; export "
+                         "into a folder you can write to") from None
+    return out
+
+
+def _write_export(checkpoint, out: Path) -> None:
+    """The export's files, written into the empty folder `out`."""
+    m = checkpoint.model.eval()  # float32, as load_translator returns it
     src = torch.tensor([[5, 6, 7, 8], [9, 10, PAD_ID, PAD_ID]])  # (2, 4): a padded batch, so masks are traced
     tgt = torch.tensor([[BOS_ID, 11, 12], [BOS_ID, 13, 14]])  # (2, 3)
     with keeping_weights(m):
@@ -125,7 +148,6 @@ def export_onnx(model: str | Path, out_dir: str | Path, **load_options) -> Path:
             "src_vocab_size": c.src_vocab_size, "tgt_vocab_size": c.tgt_vocab_size,
             "weights_sha256": weights_sha256(checkpoint.path), "opset": OPSET}
     atomic_write_bytes(out / "translator.json", (json.dumps(meta, indent=1) + "\n").encode())
-    return out
 
 # %% ../../notebooks/96_onnx.ipynb #57d4f60b
 class OnnxTranslator:
@@ -174,7 +196,11 @@ class OnnxTranslator:
         return out
 
     def translate(self, sentences, batch_size: int = 64) -> list[str]:
-        """One output string per input sentence, in order (empty input, empty output)."""
+        """One output string per input sentence, in order (empty input, empty output).
+
+        `sentences` is a list of strings: one string alone is refused (`InputError`), as `translate` refuses it."""
+        if isinstance(sentences, (str, bytes)) or any(not isinstance(s, str) for s in sentences):
+            raise InputError("sentences must be a list of strings: for one sentence, pass [sentence]")
         m = self.meta
         ids = [x[: m["max_len"]] for x in self.src_sp.encode([s.strip() for s in sentences])]
         out = [""] * len(ids)

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from .files import atomic_write_bytes
+from .files import atomic_write_bytes, read_regular_file
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")
-
 
 # %% ../../notebooks/09_data.ipynb #719cdfa0
 class Tokenizer:
@@ -44,10 +43,10 @@ class Tokenizer:
     def load(cls, path: str | Path) -> "Tokenizer":
         """Read a `.model` file written by `train_tokenizer` or `save`."""
         path = Path(path)
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(f"no tokenizer model at {path}: train one with train_tokenizer(), or pass the "
                                     f".model file saved beside the checkpoint")
-        return cls(path.read_bytes(), model_path=path)
+        return cls(read_regular_file(path, 256 << 20), model_path=path)  # a pipe or a device is refused, not read
 
     def save(self, path: str | Path) -> Path:
         """Write the model to `path` atomically (temporary file, then rename) and return the path."""

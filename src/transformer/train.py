@@ -5,8 +5,10 @@ __all__ = ['NonFiniteLossError', 'StepStats', 'train_step', 'validation_metrics'
            'cpu_has_bf16_matmul', 'TrainResult', 'train']
 
 # %% ../../notebooks/95_training_run.ipynb #0b15618b
+import contextlib
 import ctypes
 import math
+import os
 import platform
 import shutil
 import sys
@@ -15,22 +17,28 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
 import torch
 import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
 from .checkpoints import (_load_tokenizers, _load_weights, _prune_checkpoints, _read_train_config,
-                                     _set_rng_state, latest_checkpoint, load_training_state, resumable_checkpoint,
-                                     save_checkpoint)
+                                     _set_rng_state, latest_checkpoint, load_training_state, model_bytes,
+                                     resumable_checkpoint, save_checkpoint)
 from .config import _NO_SPACES, DataConfig, TrainConfig, check_resume_compatible
 from .data import TokenBudgetBatchSampler, TranslationDataset, collate
-from .files import atomic_write_text
+from .files import atomic_write_bytes, atomic_write_text
 from .corpora import split_pairs_for
 from .errors import CheckpointNotFoundError, ConfigError, RunExistsError, TransformerError
 from .distributed import DistInfo, _all_reduce_sum, _gather_rng_states, select_device
 from .loss import label_smoothed_loss
-from .metrics import MetricsLog, read_metrics
+from .memory import check_fits
+from .metrics import MetricsLog, epoch_sums, read_metrics
 from .model import TransformerConfig
 from .modern import build_model
 from .schedule import InverseSqrtSchedule, LinearDecaySchedule
@@ -123,13 +131,15 @@ def _tokenizers_for_run(config: TrainConfig, train_pairs, tok_dir: Path, info: D
                         from_checkpoint: Path | None) -> dict[str, Path]:
     """Return {file name inside a checkpoint: path} of the run's sentencepiece model(s).
 
-    A resumed run reuses the checkpoint's; a new one has process 0 train them on the training
+    A resumed run copies the checkpoint's into `tok_dir` (the checkpoint itself is pruned later: every
+    checkpoint the run writes copies them from `tok_dir`); a new one has process 0 train them on the training
     split (never on validation or test data) while the other processes wait.
     """
     names = ("tokenizer.model",) if config.data.shared_vocab else ("src_tokenizer.model", "tgt_tokenizer.model")
-    if from_checkpoint is not None:
-        return {n: from_checkpoint / n for n in names}
-    if info.is_main:
+    if from_checkpoint is not None and info.is_main:
+        for n in names:
+            atomic_write_bytes(tok_dir / n, (from_checkpoint / n).read_bytes())
+    elif info.is_main:
         tok_dir.mkdir(parents=True, exist_ok=True)
         d = config.data
         if d.shared_vocab:
@@ -177,6 +187,17 @@ def cpu_has_bf16_matmul() -> bool | None:
     return any(probe() for probe in probes)
 
 
+def _check_model_fits(config: TrainConfig, device: torch.device) -> None:
+    """Refuse a [model] this device cannot train, before anything is written: its weights, their gradients and
+    Adam's two moments (four float32 copies), with the largest vocabularies the run can get."""
+    d = config.data
+    model = TransformerConfig(src_vocab_size=d.vocab_size, tgt_vocab_size=d.tgt_vocab_size or d.vocab_size,
+                              **config.model)
+    check_fits(4 * model_bytes(model), device, "training the model that [model] describes (weights, gradients and "
+               "Adam's two moments)", "model.d_model, model.d_ff, the layer counts, model.max_len or data.vocab_size",
+               ConfigError)
+
+
 def _check_precision(config: TrainConfig, device: torch.device) -> None:
     if device.type == "cpu" and config.precision == "bf16" and cpu_has_bf16_matmul() is False:
         raise ConfigError('precision = "bf16" on a CPU without bf16 matrix instructions (AVX512-BF16 or AMX): '
@@ -194,7 +215,6 @@ class TrainResult:
     history: list[dict]
 
 
-#| export
 def train(config: TrainConfig, resume: bool = False) -> TrainResult:
     """Train a Transformer as `config` says; with `resume`, continue the run in `config.out_dir`.
 
@@ -205,6 +225,7 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
     info = DistInfo.from_env()
     device = select_device(config.device, info.local_rank)
     _check_precision(config, device)
+    _check_model_fits(config, device)
     if device.type == "cpu":
         keep_freed_memory()
     created_group = False
@@ -231,9 +252,57 @@ def _make_run_folder(out: Path) -> Path | None:
         top = top.parent
     try:
         out.mkdir(parents=True)
+    except FileExistsError:  # another run made it a moment ago: the lock decides which of the two goes on
+        return None
     except OSError as e:
         raise ConfigError(f"out_dir={out} cannot be created: {e.strerror}") from None
     return top
+
+
+def _lock_holder(folder: Path) -> str:
+    """Which process holds the lock on `folder`, as Linux lists it in /proc/locks; "another process" elsewhere."""
+    st = os.stat(folder)
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if "FLOCK" in fields and inode in fields and "->" not in fields:
+                pid = fields[fields.index(inode) - 1]
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                return f"process {pid}" + (f", {command.strip()[:80]}" if command.strip() else "")
+    return "another process"
+
+
+@contextlib.contextmanager
+def _run_folder(out: Path, info: DistInfo):
+    """Create `out` if needed and hold an exclusive lock on it while the run lasts (process 0 does both).
+
+    The lock is the operating system's (`flock` on the folder itself): it goes with the process, so a run that
+    is killed never leaves a stale lock, and no file is written for it. A second run into the same folder stops
+    with one line naming the process that holds it. If the run is refused before it wrote a checkpoint, the
+    folders it created are removed again: a rejected run leaves nothing behind.
+    """
+    if not info.is_main:
+        yield
+        return
+    created = _make_run_folder(out)
+    fd = None
+    try:
+        if fcntl is not None:  # Windows has no flock: there the lock is left out
+            fd = os.open(out, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ConfigError(f"out_dir={out} is in use by another training run ({_lock_holder(out)}): wait for "
+                                  "it to end, or set another out_dir") from None
+        yield
+    except TransformerError:
+        if created is not None and not (out / "checkpoints").exists():
+            shutil.rmtree(created, ignore_errors=True)
+        raise
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock
 
 
 def _previous_checkpoint(config: TrainConfig, resume: bool, info: DistInfo) -> tuple[Path | None, dict | None]:
@@ -259,21 +328,13 @@ def _previous_checkpoint(config: TrainConfig, resume: bool, info: DistInfo) -> t
     return previous, state
 
 
-def _run_data(config: TrainConfig, info: DistInfo, previous: Path | None):
-    """Sentence pairs, tokenizers (trained on the training split only), token ids.
+def _run_data(config: TrainConfig, info: DistInfo, previous: Path | None, train_pairs, valid_pairs):
+    """Tokenizers (trained on the training split only) and token ids of the run's sentence pairs.
 
-    The pairs are read before anything is written, so a missing or damaged corpus leaves no run folder behind.
     Returns the tokenizer files (name inside a checkpoint -> path), both tokenizers and both datasets.
     """
     out, d = Path(config.out_dir), config.data
-    train_pairs, valid_pairs = load_pairs(d, "train"), load_pairs(d, "valid")
-    created = _make_run_folder(out) if info.is_main else None
-    try:
-        tokenizer_files = _tokenizers_for_run(config, train_pairs, out / "tokenizer", info, previous)
-    except TransformerError:  # e.g. a vocabulary too large for the corpus: a rejected run leaves nothing behind
-        if created is not None:
-            shutil.rmtree(created, ignore_errors=True)
-        raise
+    tokenizer_files = _tokenizers_for_run(config, train_pairs, out / "tokenizer", info, previous)
     src_tok, tgt_tok = _load_tokenizers(next(iter(tokenizer_files.values())).parent, shared=d.shared_vocab)
     train_set = TranslationDataset(train_pairs, src_tok, tgt_tok, d.max_len)
     valid_set = TranslationDataset(valid_pairs, src_tok, tgt_tok, d.max_len)
@@ -337,6 +398,8 @@ class _Run:
     best: float = math.inf
     saved_at: Path | None = None
     saved_step: int = -1
+    epoch_loss: float = 0.0  # this epoch's sum of loss x tokens over its steps so far
+    epoch_tokens: float = 0.0  # and of their target tokens: their ratio is the epoch's training loss
 
     @property
     def checkpoints(self) -> Path:
@@ -353,7 +416,8 @@ def _save(run: _Run, next_epoch: int, next_batch: int, valid_loss: float | None 
     if run.info.is_main:
         payload = {"format": 1, "step": run.step, "epoch": next_epoch, "batch": next_batch,
                    "world_size": run.info.world_size, "best_valid_loss": run.best,
-                   "elapsed_s": time.perf_counter() - run.t0, "optimizer": run.optimizer.state_dict(),
+                   "elapsed_s": time.perf_counter() - run.t0, "epoch_sums": [run.epoch_loss, run.epoch_tokens],
+                   "optimizer": run.optimizer.state_dict(),
                    "scheduler": run.scheduler.state_dict(), "rng": rng, "torch_version": torch.__version__}
         save_checkpoint(path, model=run.model, train_config=run.config, tokenizer_files=run.tokenizer_files,
                         state=payload)
@@ -397,6 +461,8 @@ def _end_epoch(run: _Run, valid_batches: list, train_loss: float, finished: bool
     if run.log is not None:
         run.log.log("epoch", run.step, **{k: v for k, v in row.items() if k != "step"},
                     elapsed_s=time.perf_counter() - run.t0)
+    if finished:  # the next epoch starts its sums afresh; a checkpoint of a finished epoch stores them empty
+        run.epoch_loss = run.epoch_tokens = 0.0
     if run.step != run.saved_step:  # nothing new to save right after resuming a finished epoch
         run.saved_at = _save(run, run.epoch + 1 if finished else run.epoch, 0 if finished else b + 1, valid["loss"])
         run.saved_step = run.step
@@ -410,12 +476,13 @@ def _train_epoch(run: _Run, sampler: TokenBudgetBatchSampler, valid_batches: lis
     order = list(sampler)
     bar = tqdm(total=len(order), initial=run.start_batch, desc=f"epoch {run.epoch + 1}/{o.epochs}",
                disable=not (config.progress and run.info.is_main), dynamic_ncols=True)
-    epoch_loss = epoch_tokens = 0.0
+    if run.start_batch == 0:
+        run.epoch_loss = run.epoch_tokens = 0.0
     b, done = run.start_batch, False
     for b, idx in enumerate(order[run.start_batch:], start=run.start_batch):
         batch = collate([run.train_set[i] for i in idx], run.pad_id)
         s, tok_s = _step(run, batch.num_tgt_tokens, batch.to(run.device), b)
-        epoch_loss, epoch_tokens = epoch_loss + s.loss * s.tokens, epoch_tokens + s.tokens
+        run.epoch_loss, run.epoch_tokens = run.epoch_loss + s.loss * s.tokens, run.epoch_tokens + s.tokens
         bar.update(1)
         if run.step % config.log_every == 0:
             bar.set_postfix(loss=f"{s.loss:.3f}", lr=f"{s.lr:.2e}", tok_s=f"{tok_s:.0f}")
@@ -425,15 +492,15 @@ def _train_epoch(run: _Run, sampler: TokenBudgetBatchSampler, valid_batches: lis
         if config.save_every and run.step % config.save_every == 0 and b + 1 < len(order):
             run.saved_at, run.saved_step = _save(run, run.epoch, b + 1), run.step
     bar.close()
-    _end_epoch(run, valid_batches, epoch_loss / max(epoch_tokens, 1.0), not done or b + 1 == len(order), b)
+    _end_epoch(run, valid_batches, run.epoch_loss / max(run.epoch_tokens, 1.0), not done or b + 1 == len(order), b)
     return done
 
 
-def _train(config: TrainConfig, resume: bool, info: DistInfo, device: torch.device) -> TrainResult:
-    """The run in named steps: what it continues from, data, model, then epochs until done."""
+def _start_run(config: TrainConfig, resume: bool, info: DistInfo, device: torch.device, pairs) -> tuple:
+    """What the run continues from, its data, model and counters: (`_Run`, batch sampler, validation batches)."""
     previous, state = _previous_checkpoint(config, resume, info)
     out, o = Path(config.out_dir), config.optim
-    tokenizer_files, src_tok, tgt_tok, train_set, valid_set = _run_data(config, info, previous)
+    tokenizer_files, src_tok, tgt_tok, train_set, valid_set = _run_data(config, info, previous, *pairs)
     sampler = TokenBudgetBatchSampler(train_set.lengths, o.max_tokens, shuffle=True, seed=config.seed,
                                       num_replicas=info.world_size, rank=info.rank)
     valid_batches = list(TokenBudgetBatchSampler(valid_set.lengths, o.max_tokens, shuffle=False))
@@ -449,17 +516,30 @@ def _train(config: TrainConfig, resume: bool, info: DistInfo, device: torch.devi
     if state is not None:
         run.step, run.epoch, run.start_batch = state["step"], state["epoch"], state["batch"]
         run.best, elapsed0 = state["best_valid_loss"], state["elapsed_s"]
+        # the interrupted epoch's running sums, so that its row in metrics.csv is the uninterrupted run's
+        # (a checkpoint written before they were kept: the sums of its step rows in metrics.csv)
+        run.epoch_loss, run.epoch_tokens = state.get("epoch_sums") or epoch_sums(out, run.epoch + 1, run.step)
     run.saved_step = run.step if previous is not None else -1
     if info.is_main:
-        run.log = MetricsLog(out, resume_step=run.step if resume else None, tensorboard=config.tensorboard)
+        run.log = MetricsLog(out, resume_step=run.step if resume else None, tensorboard=config.tensorboard,
+                             mid_epoch=run.start_batch > 0)
         run.history = [{k: r[k] for k in ("epoch", "step", "loss", "valid_loss", "valid_nll", "valid_ppl", "valid_acc")
                         if k in r} for r in read_metrics(out) if r["kind"] == "epoch"]
     run.t0 = time.perf_counter() - elapsed0
-    try:
-        done = bool(o.max_steps and run.step >= o.max_steps)
-        while run.epoch < o.epochs and not done:
-            done = _train_epoch(run, sampler, valid_batches)
-    finally:
-        if run.log is not None:
-            run.log.close()
-    return TrainResult(out, run.saved_at, run.step, run.epoch, run.history)
+    return run, sampler, valid_batches
+
+
+def _train(config: TrainConfig, resume: bool, info: DistInfo, device: torch.device) -> TrainResult:
+    """The run in named steps: the sentence pairs read (before anything is written), the run's folder locked, what
+    the run continues from, data, model, then epochs until done."""
+    pairs = load_pairs(config.data, "train"), load_pairs(config.data, "valid")
+    with _run_folder(Path(config.out_dir), info):
+        run, sampler, valid_batches = _start_run(config, resume, info, device, pairs)
+        try:
+            done = bool(config.optim.max_steps and run.step >= config.optim.max_steps)
+            while run.epoch < config.optim.epochs and not done:
+                done = _train_epoch(run, sampler, valid_batches)
+        finally:
+            if run.log is not None:
+                run.log.close()
+    return TrainResult(Path(config.out_dir), run.saved_at, run.step, run.epoch, run.history)
