@@ -39,6 +39,7 @@ from transformer.corpora import ChecksumError, CorpusFormatError, CorpusNotFound
 from transformer.checkpoints import load_translator
 from transformer.errors import (CheckpointError, CheckpointNotFoundError, ConfigError, CorpusError, InputError,
                                 RunExistsError, TransformerError)
+from transformer.decoding import translate
 from transformer.model import TransformerConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,9 +70,12 @@ def listing(*roots: Path) -> dict:
             for root in roots for p in [root, *root.rglob("*")]}
 
 
+CLOSED = object()  # standard input closed (`transformer translate <&-`): Python's sys.stdin is None
+
+
 def run_main(argv: list[str], stdin: bytes | None, capsys, monkeypatch) -> tuple[int, str, str]:
     """`transformer ARGV` in this process: (exit status, stdout, stderr)."""
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin or b"")))
+    monkeypatch.setattr(sys, "stdin", None if stdin is CLOSED else io.TextIOWrapper(io.BytesIO(stdin or b"")))
     capsys.readouterr()
     status = cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -176,7 +180,26 @@ MODEL_CASES = [  # (id, damage done to a copy of the latest checkpoint folder, p
     ("model_config.json: another vocabulary",
      lambda m: edit_json(m / "model_config.json", src_vocab_size=2000, tgt_vocab_size=2000), "tgt_vocab_size=2000"),
     ("model_config.json: another norm placement", lambda m: edit_json(m / "model_config.json", norm_first=True),
-     "describe different models"),
+     "is not the config these weights were saved with: it says norm_first=True, but model.safetensors was saved "
+     "with norm_first=False"),
+    ("model_config.json: rotary positions for weights trained with sinusoids",
+     lambda m: edit_json(m / "model_config.json", positions="rotary"), "it says positions='rotary', but"),
+    ("model_config.json: max_len 1", lambda m: edit_json(m / "model_config.json", max_len=1),
+     "it says max_len=1, but model.safetensors was saved with max_len=64"),
+    ("model_config.json: max_len 10**9", lambda m: edit_json(m / "model_config.json", max_len=10**9),
+     "it says max_len=1000000000"),
+    ("model_config.json: a named pipe", lambda m: fifo(m / "model_config.json"),
+     "model_config.json is a named pipe, not a regular file"),
+    ("model_config.json: linked to /dev/zero", lambda m: link(m / "model_config.json", "/dev/zero"),
+     "model_config.json is a character device, not a regular file"),
+    ("model_config.json: a folder", lambda m: folder(m / "model_config.json"), "model_config.json is a folder"),
+    ("train_config.json: linked to /dev/zero", lambda m: link(m / "train_config.json", "/dev/zero"),
+     "train_config.json is a character device"),
+    ("train_config.json: 100 MB", lambda m: sparse(m / "train_config.json", 100 << 20), "more than the 67,108,864"),
+    ("tokenizer.model: a named pipe", lambda m: fifo(m / "tokenizer.model"), "tokenizer.model is a named pipe"),
+    ("tokenizer.model: linked to /dev/zero", lambda m: link(m / "tokenizer.model", "/dev/zero"),
+     "tokenizer.model is a character device"),
+    ("model.safetensors: a named pipe", lambda m: fifo(m / "model.safetensors"), "no checkpoint found at"),
     ("model_config.json: not JSON", lambda m: (m / "model_config.json").write_text("{not json"),
      "model_config.json is damaged, not JSON"),
     ("model_config.json: missing", lambda m: (m / "model_config.json").unlink(), "model_config.json is missing"),
@@ -206,6 +229,32 @@ MODEL_CASES = [  # (id, damage done to a copy of the latest checkpoint folder, p
 ]
 
 
+def fifo(path: Path) -> Path:
+    """`path` replaced by a named pipe that nobody writes to: a reader that opens it waits forever."""
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    return path
+
+
+def link(path: Path, target: str) -> Path:
+    path.unlink(missing_ok=True)
+    path.symlink_to(target)
+    return path
+
+
+def folder(path: Path) -> Path:
+    path.unlink(missing_ok=True)
+    path.mkdir()
+    return path
+
+
+def sparse(path: Path, size: int) -> Path:
+    """A file of `size` bytes that takes no disk space (zeros, never written)."""
+    with open(path, "wb") as f:
+        f.truncate(size)
+    return path
+
+
 def point_latest(text: bytes | str):
     def damage(run: Path) -> None:
         p = run / "checkpoints" / "latest"
@@ -228,6 +277,8 @@ RUN_CASES = [  # damage done to a copy of the whole run folder
     ("latest leads out through a link", latest_through_a_link, "holds 'elsewhere', not the name of a checkpoint"),
     ("latest names a checkpoint that is gone", point_latest("step-99999999\n"),
      "names step-99999999, but"),
+    ("latest is a named pipe", lambda run: fifo(run / "checkpoints" / "latest"), "no checkpoint found at"),
+    ("latest is 100 MB", lambda run: sparse(run / "checkpoints" / "latest", 100 << 20), "more than the 4,096"),
 ]
 
 
@@ -337,7 +388,25 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
      "no checkpoint found at"),
     ("decoding.json not JSON", decoding_json("{beam"), None, "decoding.json is damaged, not JSON"),
     ("decoding.json beam 0", decoding_json('{"beam_size": 0, "alpha": 0.6}'), None,
-     'decoding.json must hold {"beam_size": an integer >= 1'),
+     'decoding.json must hold {"beam_size": an integer from 1 to the target vocabulary'),
+    ("decoding.json beam 1e9", decoding_json('{"beam_size": 1e9, "alpha": 0.6}'), None, "beam_size=1000000000.0"),
+    ("decoding.json beam 1000000000", decoding_json('{"beam_size": 1000000000, "alpha": 0.6}'), None,
+     "beam_size=1000000000: give an integer from 1 (greedy decoding) to the target vocabulary's 1000 pieces"),
+    ("decoding.json a named pipe", lambda w, r: decoding_json("{}")(w, r) and fifo(w / "model" / "decoding.json")
+     and ["translate", "--model", w / "model", SENTENCE], None, "decoding.json is a named pipe"),
+    ("translate --beam 100000000", run_model("translate", "--model", "{model}", "--beam", "100000000", SENTENCE),
+     None, "beam_size=100000000: give an integer from 1"),
+    ("translate --beam 99999999999999999999",
+     run_model("translate", "--model", "{model}", "--beam", "99999999999999999999", SENTENCE), None,
+     "beam_size=99999999999999999999"),
+    ("translate, standard input closed", run_model("translate", "--model", "{model}"), CLOSED,
+     "standard input is closed"),
+    ("export-onnx --out ''", run_model("export-onnx", "--model", "{model}", "--out", ""), None, "--out is empty"),
+    ("export-onnx --out a file", lambda w, r: (w / "f").write_text("x") and
+     ["export-onnx", "--model", r, "--out", w / "f"], None, "is a file, not a folder"),
+    ("export-onnx --out a folder of the user's files", lambda w, r: folder(w / "mine") and
+     (w / "mine" / "source.model").write_text("mine") and ["export-onnx", "--model", r, "--out", w / "mine"], None,
+     "already holds files: export into a new or empty folder, or pass --replace"),
     ("decoding.json alpha NaN", decoding_json('{"beam_size": 4, "alpha": NaN}'), None, "decoding.json must hold"),
     ("standard input: Latin-1", run_model("translate", "--model", "{model}"), "Männer\n".encode("latin-1"),
      "standard input is not UTF-8: byte 0xe4 at offset 1"),
@@ -448,7 +517,11 @@ ENGLISH = "".join(f"A dog {i} runs.\n" for i in range(20)).encode()
 
 TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
     ("config file missing", lambda w, r: ["train", "--config", w / "nothing.toml"], "nothing.toml does not exist"),
-    ("config file is a folder", lambda w, r: ["train", "--config", w], "is not a file"),
+    ("config file is a folder", lambda w, r: ["train", "--config", w], "is a folder, not a regular file"),
+    ("config file is a named pipe", lambda w, r: ["train", "--config", fifo(w / "pipe.toml")], "is a named pipe"),
+    ("config file is /dev/zero", lambda w, r: ["train", "--config", "/dev/zero"], "is a character device"),
+    ("config file of a gigabyte", lambda w, r: ["train", "--config", sparse(w / "huge.toml", 1 << 30)],
+     "1,073,741,824 bytes, more than the 16,777,216"),
     ("config not TOML", config_text(b"name = 'x'\n[data"), "is not valid TOML"),
     ("config not UTF-8", config_text("name = 'Männer'\n".encode("latin-1")), "is not UTF-8: byte 0xe4"),
     ("config a misspelt key", config_case(optim__lr=0.1), "unknown setting(s) ['lr'] in [optim]"),
@@ -493,6 +566,9 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
      "the run's tokenizer cannot be trained"),
     ("the corpus is missing", config_case(data__data_dir="nowhere", data__download=False),
      "multi30k/train.de.gz is not in"),
+    ("d_model = 2**30 (terabytes)", config_case(model__d_model=2**30), "needs about"),
+    ("d_ff = 2,000,000,000 (4 TB)", config_case(model__d_ff=2_000_000_000), "needs about 4,160.0 GB"),
+    ("model max_len = 2**31 - 1", config_case(model__max_len=2**31 - 1), "lower model.d_model, model.d_ff"),
 ]
 
 
@@ -703,3 +779,180 @@ def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_b
     assert not (out / "README.md").exists()  # not named: gone with the old model
     assert json.loads((out / "decoding.json").read_text()) == {"beam_size": 4, "alpha": 0.6}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shipped"]
+
+
+# ---------------------------------------------------------------- a model folder: what is tied, what loads as before
+
+def test_weights_saved_before_the_config_was_tied_to_them_load_as_before_and_their_sizes_are_still_checked(
+        tiny_run, tmp_path):
+    """Weights written before model.safetensors carried its model config load as they always did, and the checks that
+    need no tie still hold: max_len against the training data, and the memory a config asks for."""
+    model = tmp_path / "old"
+    shutil.copytree(latest(tiny_run), model)
+    tensors = load_file(str(model / "model.safetensors"))
+    save_file(tensors, str(model / "model.safetensors"))  # no metadata: as the course's first checkpoints were
+    assert translate(load_checkpoint(model), [SENTENCE]) == translate(load_checkpoint(tiny_run), [SENTENCE])
+    edit_json(model / "model_config.json", max_len=1)
+    with pytest.raises(CheckpointError, match="says max_len=1, but the model was trained on sentences of up to 64"):
+        load_checkpoint(model)
+    edit_json(model / "model_config.json", max_len=2**40)
+    with pytest.raises(CheckpointError, match=r"describes needs about [\d,.]+ GB, but cpu memory has"):
+        load_checkpoint(model)
+
+
+def test_the_shipped_models_carry_the_config_they_were_saved_with():
+    from safetensors import safe_open
+    for name in ("multi30k-de-en", "tatoeba-en-zh"):
+        folder = ROOT / "models" / name
+        with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+            saved = json.loads(f.metadata()["model_config"])
+        written = TransformerConfig(**json.loads((folder / "model_config.json").read_text()))  # defaults filled in
+        assert saved == written.to_dict(), name
+
+
+# ---------------------------------------------------------------- where a command writes: checked first, ordinary modes
+
+def unwritable_folder(tmp_path: Path) -> Path:
+    """A folder this process cannot write into: read-only permissions, or, for root (whom permissions do not stop),
+    a folder of the kernel's own read-only file system."""
+    if os.geteuid() != 0:
+        folder = tmp_path / "read-only"
+        folder.mkdir()
+        folder.chmod(0o555)
+        return folder
+    candidate = Path("/sys/kernel")
+    try:
+        (candidate / "probe").mkdir()
+    except OSError:
+        return candidate
+    pytest.skip("no folder here that root cannot write into")
+
+
+def test_evaluate_into_a_folder_it_cannot_write_stops_before_translating_anything(tiny_run, tmp_path, monkeypatch,
+                                                                               capsys):
+    folder = unwritable_folder(tmp_path)
+    monkeypatch.setattr("transformer.evaluation.translate", lambda *a, **k: pytest.fail("translated before checking"))
+    monkeypatch.chdir(tmp_path)
+    before = listing(tmp_path, tiny_run)
+    for out in (folder, folder / "eval"):
+        argv = ["evaluate", "--model", tiny_run, "--split", "val", "--out-dir", out]
+        assert_one_line_error(*run_main(argv, None, capsys, monkeypatch), "cannot be written")
+    assert listing(tmp_path, tiny_run) == before
+
+
+def test_export_onnx_replaces_a_folder_whole_only_when_asked_and_says_so_when_it_cannot_write(tiny_run, tmp_path,
+                                                                                              monkeypatch, capsys):
+    pytest.importorskip("onnx")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "other.txt").write_text("the user's")
+    status, out, err = run_main(["export-onnx", "--model", tiny_run, "--out", mine, "--replace"], None, capsys,
+                                monkeypatch)
+    assert status == 0, err
+    assert sorted(p.name for p in mine.iterdir()) == ["decoder.onnx", "encoder.onnx", "source.model", "target.model",
+                                                      "translator.json"]
+    assert "other.txt" not in out and sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # nothing left beside
+    folder = unwritable_folder(tmp_path)
+    assert_one_line_error(*run_main(["export-onnx", "--model", tiny_run, "--out", folder / "onnx"], None, capsys,
+                                    monkeypatch), "export into a folder you can write to")
+
+
+def test_what_the_package_writes_gets_the_umask_s_permissions_not_private_ones(tiny_run, tmp_path, monkeypatch,
+                                                                              capsys):
+    """Temporary files and folders are private (0600, 0700); renamed into place they keep that mode unless it is
+    set: a checkpoint, metrics.csv, an export or an evaluation served by another user could not be read."""
+    old = os.umask(0o022)
+    try:
+        from transformer.train import train
+        from test_train import tiny
+        result = train(tiny(tmp_path, "run", optim__max_steps=3))
+        assert run_main(["evaluate", "--model", result.checkpoint, "--split", "val", "--limit", "2", "--out-dir",
+                         tmp_path / "eval"], None, capsys, monkeypatch)[0] == 0
+        if importlib.util.find_spec("onnx"):
+            assert run_main(["export-onnx", "--model", result.checkpoint, "--out", tmp_path / "onnx"], None, capsys,
+                            monkeypatch)[0] == 0
+    finally:
+        os.umask(old)
+    modes = {str(p.relative_to(tmp_path)): p.stat().st_mode & 0o777 for p in tmp_path.rglob("*")}
+    wrong = {p: oct(m) for p, m in modes.items() if m != (0o755 if (tmp_path / p).is_dir() else 0o644)}
+    assert not wrong, wrong
+    assert {"run/metrics.csv", "eval/val.hyp"} <= set(modes)
+
+
+# ---------------------------------------------------------------- standard output that cannot take the translations
+
+def cli_process(argv: list, **options) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "transformer", *map(str, argv)], env=env, **options)
+
+
+def test_a_full_standard_output_is_one_error_line_not_a_traceback(tiny_run):
+    with open("/dev/full", "w") as full:
+        p = cli_process(["translate", "--model", tiny_run, SENTENCE], stdout=full, stderr=subprocess.PIPE)
+        _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and err.decode() == ("error: cannot write to standard output: No space left on "
+                                                  "device\n"), err.decode()
+
+
+def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(tiny_run):
+    """`transformer translate < many | head -1`: the reader goes away before the translations are written."""
+    p = cli_process(["translate", "--model", tiny_run, "--beam", "1"], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # the reader is gone before the first line
+    _, err = p.communicate(("".join(f"Ein Hund {i} läuft.\n" for i in range(500))).encode(), timeout=120)
+    assert err == b"" and p.returncode == 141, (p.returncode, err.decode())
+
+
+# ---------------------------------------------------------------- the Python API names the argument that is wrong
+
+def api_cases(ckpt, onnx_dir: Path | None):
+    from transformer import OnnxTranslator, attention, beam_search, greedy_decode, tiled_attention, translate
+    src = torch.tensor([[5, 6, 7]])
+    q = torch.randn(5)
+    cases = [
+        ("translate one string", lambda: translate(ckpt, SENTENCE), InputError,
+         "sentences must be a list of strings, got str: for one sentence, pass [sentence]"),
+        ("translate [None]", lambda: translate(ckpt, [None]), InputError, "sentences[0] is NoneType, not a str"),
+        ("translate beam_size=2.5", lambda: translate(ckpt, [SENTENCE], beam_size=2.5), InputError,
+         "beam_size=2.5: give an integer from 1"),
+        ("translate beam_size=True", lambda: translate(ckpt, [SENTENCE], beam_size=True), InputError, "beam_size=True"),
+        ("translate alpha='1'", lambda: translate(ckpt, [SENTENCE], alpha="1"), InputError, "alpha='1'"),
+        ("translate batch_size=0.5", lambda: translate(ckpt, [SENTENCE], batch_size=0.5), InputError,
+         "batch_size=0.5 must be an integer >= 1"),
+        ("translate max_len_a=nan", lambda: translate(ckpt, [SENTENCE], max_len_a=math.nan), InputError,
+         "max_len_a=nan"),
+        ("translate without a model", lambda: translate(None, [SENTENCE]), InputError,
+         "checkpoint must be a loaded model"),
+        ("a beam the machine cannot hold", lambda: beam_search(ckpt.model, src.repeat(10**6, 1), beam_size=1000),
+         InputError, "needs about"),
+        ("greedy_decode, an id outside the vocabulary", lambda: greedy_decode(ckpt.model, torch.tensor([[5, 10**6]])),
+         InputError, "src holds token id 1000000, outside the source vocabulary (ids 0 to 999)"),
+        ("greedy_decode, a negative id", lambda: greedy_decode(ckpt.model, torch.tensor([[-3, 5]])), InputError,
+         "src holds token id -3"),
+        ("greedy_decode, one sentence without a batch", lambda: greedy_decode(ckpt.model, src[0]), InputError,
+         "src must be a (B, S) tensor of token ids (int64), got shape (3,), dtype torch.int64: for one sentence"),
+        ("beam_search, float ids", lambda: beam_search(ckpt.model, src.float()), InputError, "dtype torch.float32"),
+        ("attention of 1-D tensors", lambda: attention(q, q, q), ValueError,
+         "Q must be a tensor of at least two dimensions (..., rows, width), got shape (5,)"),
+        ("tiled_attention with a float mask",
+         lambda: tiled_attention(q[None], q[None], q[None], mask=torch.ones(1, 1)), TypeError,
+         "mask must be a boolean tensor (True = may attend), got dtype torch.float32"),
+    ]
+    if onnx_dir is not None:
+        cases.append(("OnnxTranslator.translate one string", lambda: OnnxTranslator(onnx_dir).translate(SENTENCE),
+                      InputError, "sentences must be a list of strings"))
+    return cases
+
+
+def test_each_bad_argument_of_the_python_api_raises_an_error_that_names_it(tiny_run, tmp_path):
+    ckpt = load_checkpoint(tiny_run)
+    onnx_dir = None
+    if importlib.util.find_spec("onnx") and importlib.util.find_spec("onnxruntime"):
+        from transformer import export_onnx
+        onnx_dir = export_onnx(tiny_run, tmp_path / "onnx")
+    cases = api_cases(ckpt, onnx_dir)
+    assert len(cases) >= 15
+    for name, call, kind, phrase in cases:
+        with pytest.raises(kind) as info:
+            call()
+        assert phrase in str(info.value) and "\n" not in str(info.value), (name, str(info.value))

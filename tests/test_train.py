@@ -242,8 +242,35 @@ def test_a_run_killed_mid_epoch_and_resumed_ends_with_exactly_the_weights_of_an_
     assert a.keys() == b.keys()
     for name in a:  # tolerance: none. CPU float32 with the same RNG, data order and optimiser state is bitwise equal
         assert torch.equal(a[name], b[name]), name
-    rows = lambda d: [(r["step"], r["loss"]) for r in read_metrics(d) if r["kind"] == "step"]
-    assert rows(interrupted.out_dir) == rows(config.out_dir)  # metrics.csv reads as one uninterrupted run
+    assert metrics_without_timings(interrupted.out_dir) == metrics_without_timings(config.out_dir)  # one run
+
+
+TIMINGS = ("tokens_per_s", "elapsed_s")  # the only columns of metrics.csv that a second run may change
+
+
+def metrics_without_timings(run: str | Path) -> list[dict]:
+    """Every row of a run's metrics.csv (step and epoch rows, losses, validation), timings left out."""
+    return [{k: v for k, v in r.items() if k not in TIMINGS} for r in read_metrics(run)]
+
+
+def test_a_run_stopped_by_max_steps_and_resumed_over_several_prunings_equals_an_uninterrupted_run(
+        tmp_path, course_data):
+    """The resumed run writes a checkpoint every epoch and keeps two, so the checkpoint it resumed from is pruned
+    two epochs later; every later checkpoint copies the tokenizer from the run's own tokenizer/ folder."""
+    straight = train(tiny(tmp_path, "straight", optim__epochs=8))
+    steps_per_epoch = straight.step // 8
+    stopped = tiny(tmp_path, "stopped", optim__epochs=8, optim__max_steps=2 * steps_per_epoch + 3)  # mid-epoch 3
+    first = train(stopped)
+    assert first.step == 2 * steps_per_epoch + 3
+    resumed = train(dataclasses.replace(stopped, optim=dataclasses.replace(stopped.optim, max_steps=0)), resume=True)
+    assert resumed.step == straight.step and resumed.epoch == 8
+    kept = sorted(p.name for p in (tmp_path / "stopped" / "checkpoints").glob("step-*"))
+    assert f"step-{first.step:08d}" not in kept and len(kept) <= 3  # pruned five epochs ago (best may stay)
+    a, b = weights(straight.out_dir), weights(stopped.out_dir)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert metrics_without_timings(stopped.out_dir) == metrics_without_timings(straight.out_dir)
+    six = lambda history: [float(f"{h['loss']:.6g}") for h in history]  # earlier epochs come from metrics.csv
+    assert six(resumed.history) == six(straight.history)
 
 
 def test_resume_rejects_a_config_that_contradicts_the_checkpoint_but_accepts_a_longer_run(reference_run):
@@ -442,3 +469,42 @@ def test_bf16_on_a_cpu_without_bf16_instructions_is_refused_before_anything_is_w
     train(tiny(tmp_path, precision="bf16", optim__max_steps=2))
     assert latest_checkpoint(tmp_path / "run" / "checkpoints") is not None
 
+
+
+def _wait_for(path: Path, process: subprocess.Popen, seconds: float = 120) -> None:
+    import time
+    end = time.monotonic() + seconds
+    while not path.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < end, f"{path} did not appear within {seconds} s"
+        time.sleep(0.05)
+
+
+def test_a_second_run_into_a_folder_in_use_is_refused_naming_the_process_and_a_killed_run_leaves_no_lock(
+        tmp_path, course_data):
+    """Two real processes: the first holds the run folder's lock, the second stops with one line naming the folder
+    and the first's process id. The first is then killed (SIGKILL: no clean-up of its own), and a `--resume`
+    continues at once: the lock went with the process."""
+    import signal
+    text = TINY.read_text().replace('out_dir = "runs/tiny"', f'out_dir = "{tmp_path / "run"}"').replace(
+        "epochs = 2", "epochs = 200")
+    config = tmp_path / "long.toml"
+    config.write_text(text)
+    command = [sys.executable, "-m", "transformer", "train", "--config", str(config), "--no-progress", "--device", "cpu"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        _wait_for(tmp_path / "run" / "checkpoints" / "latest", first)
+        second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert second.returncode == 2 and second.stdout == "", second
+        assert second.stderr.count("\n") == 1 and "Traceback" not in second.stderr, second.stderr
+        assert f"out_dir={tmp_path / 'run'} is in use by another training run (process {first.pid}" in second.stderr
+        assert first.poll() is None  # the first run goes on
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    step = load_training_state(latest_checkpoint(tmp_path / "run" / "checkpoints"))["step"]
+    resumed = subprocess.run(command + ["--resume", "--max-steps", str(step + 1)], capture_output=True, text=True,
+                             env=env, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"done: step {step + 1}" in resumed.stdout

@@ -16,6 +16,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from .corpora import MULTI30K_SPLITS
 from .errors import ConfigError
+from .files import read_regular_file
 from .model import TransformerConfig
 
 # %% ../../notebooks/92_configuration.ipynb #82236b93
@@ -296,11 +297,10 @@ class TrainConfig:
         except ModuleNotFoundError:  # Python 3.10
             import tomli as tomllib
         path = Path(path)
-        if not path.is_file():
-            problem = "is not a file" if path.exists() else "does not exist"
-            raise ConfigError(f"config file {path} {problem} (the configs live in configs/*.toml)")
+        if not path.exists():
+            raise ConfigError(f"config file {path} does not exist (the configs live in configs/*.toml)")
         try:
-            d = tomllib.loads(path.read_bytes().decode("utf-8"))
+            d = tomllib.loads(read_regular_file(path, 16 << 20, ConfigError).decode("utf-8"))
         except OSError as e:
             raise ConfigError(f"config file {path} cannot be read: {e.strerror}") from None
         except UnicodeDecodeError as e:
