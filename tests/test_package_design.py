@@ -96,7 +96,7 @@ def test_train_and_data_export_only_what_they_define():
         exported = next(ast.literal_eval(n.value) for n in tree.body
                         if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "__all__")
         assert set(exported) <= defined, (hub, set(exported) - defined)
-    users = [*ROOT.glob("tools/*.py"), *ROOT.glob("tests/*.py"), *ROOT.glob("bench/*.py"),
+    users = [*ROOT.glob("tools/*.py"), *ROOT.glob("tests/*.py"), *ROOT.glob("bench/*.py"), *ROOT.glob("bench/*.sh"),
              *ROOT.glob("notebooks/*.ipynb")]
     pattern = re.compile(r"from transformer\.(train|data) import (?:\(([^)]*)\)|([\w, ]+))")
     for path in users:
