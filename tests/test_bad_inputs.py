@@ -17,6 +17,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -33,7 +34,7 @@ from safetensors.torch import load_file, save_file
 
 import transformer.cli as cli
 import transformer.train as train_module
-from transformer.checkpoints import load_checkpoint
+from transformer.checkpoints import load_checkpoint, load_training_state
 from transformer.config import DataConfig, OptimConfig, TrainConfig
 from transformer.corpora import ChecksumError, CorpusFormatError, CorpusNotFoundError
 from transformer.checkpoints import load_translator
@@ -200,6 +201,14 @@ MODEL_CASES = [  # (id, damage done to a copy of the latest checkpoint folder, p
     ("tokenizer.model: linked to /dev/zero", lambda m: link(m / "tokenizer.model", "/dev/zero"),
      "tokenizer.model is a character device"),
     ("model.safetensors: a named pipe", lambda m: fifo(m / "model.safetensors"), "no checkpoint found at"),
+    ("model.safetensors: its config in the metadata is a list", lambda m: saved_config(m, "[1]"),
+     "its metadata's model_config is a JSON list"),
+    ("model.safetensors: its config in the metadata is not JSON", lambda m: saved_config(m, "{"),
+     "its metadata's model_config is damaged"),
+    ("model_config.json: nested 100,000 deep", lambda m: (m / "model_config.json").write_text("[" * 100_000 +
+     "]" * 100_000), "model_config.json is damaged, not JSON (RecursionError"),
+    ("tokenizer.model: a symlink loop", lambda m: link(m / "tokenizer.model", str(m / "tokenizer.model")),
+     "tokenizer.model is missing"),
     ("model_config.json: not JSON", lambda m: (m / "model_config.json").write_text("{not json"),
      "model_config.json is damaged, not JSON"),
     ("model_config.json: missing", lambda m: (m / "model_config.json").unlink(), "model_config.json is missing"),
@@ -229,6 +238,14 @@ MODEL_CASES = [  # (id, damage done to a copy of the latest checkpoint folder, p
 ]
 
 
+def saved_config(model: Path, text: str) -> None:
+    """The model config that model.safetensors carries in its metadata, replaced by `text`."""
+    from safetensors import safe_open
+    with safe_open(str(model / "model.safetensors"), framework="pt") as f:
+        metadata = {**f.metadata(), "model_config": text}
+    save_file(load_file(str(model / "model.safetensors")), str(model / "model.safetensors"), metadata=metadata)
+
+
 def fifo(path: Path) -> Path:
     """`path` replaced by a named pipe that nobody writes to: a reader that opens it waits forever."""
     path.unlink(missing_ok=True)
@@ -244,7 +261,7 @@ def link(path: Path, target: str) -> Path:
 
 def folder(path: Path) -> Path:
     path.unlink(missing_ok=True)
-    path.mkdir()
+    path.mkdir(parents=True)
     return path
 
 
@@ -278,6 +295,8 @@ RUN_CASES = [  # damage done to a copy of the whole run folder
     ("latest names a checkpoint that is gone", point_latest("step-99999999\n"),
      "names step-99999999, but"),
     ("latest is a named pipe", lambda run: fifo(run / "checkpoints" / "latest"), "no checkpoint found at"),
+    ("latest names a symlink loop", lambda run: link(run / "checkpoints" / "loop", str(run / "checkpoints" / "loop"))
+     and point_latest("loop")(run), "holds 'loop', not the name of a checkpoint folder"),
     ("latest is 100 MB", lambda run: sparse(run / "checkpoints" / "latest", 100 << 20), "more than the 4,096"),
 ]
 
@@ -401,6 +420,31 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
      "beam_size=99999999999999999999"),
     ("translate, standard input closed", run_model("translate", "--model", "{model}"), CLOSED,
      "standard input is closed"),
+    ("translate, standard input of 3 MB of zero bytes", run_model("translate", "--model", "{model}"),
+     b"\0" * (3 << 20), "standard input holds a NUL byte on line 1"),
+    ("translate --model ~nosuchuser/x", run_model("translate", "--model", "~nosuchuser/x", SENTENCE), None,
+     "no model at ~nosuchuser/x"),
+    ("translate --model of 300 characters", run_model("translate", "--model", "a" * 300, SENTENCE), None,
+     "File name too long"),
+    ("translate --model ''", run_model("translate", "--model", "", SENTENCE), None, "model='': give a shipped"),
+    ("translate --device meta", run_model("translate", "--model", "{model}", "--device", "meta", SENTENCE), None,
+     "device='meta': the course runs on cpu, cuda, cuda:N or mps"),
+    ("translate --device cpu:1", run_model("translate", "--model", "{model}", "--device", "cpu:1", SENTENCE), None,
+     "device='cpu:1': the course runs on"),
+    ("translate --device xpu", run_model("translate", "--model", "{model}", "--device", "xpu", SENTENCE), None,
+     "device='xpu'"),
+    ("translate --alpha 1000", run_model("translate", "--model", "{model}", "--alpha", "1000", SENTENCE), None,
+     "alpha=1000.0: the length penalty's exponent must be a number from 0 to 10"),
+    ("decoding.json alpha 1000", decoding_json('{"beam_size": 4, "alpha": 1000}'), None, "alpha=1000"),
+    ("decoding.json nested 30,000 deep", decoding_json("[" * 30_000 + "]" * 30_000), None,
+     "decoding.json is damaged, not JSON"),
+    ("evaluate where <split>.json is a folder", lambda w, r: folder(w / "ev" / "val.json") and
+     ["evaluate", "--model", r, "--split", "val", "--limit", "3", "--out-dir", w / "ev"], None,
+     "val.json exists and is not a file"),
+    ("export-onnx --out .", run_model("export-onnx", "--model", "{model}", "--out", ".", "--replace"), None,
+     "names no new folder"),
+    ("export-onnx --out the model's own folder", lambda w, r: ["export-onnx", "--model", latest(r), "--out",
+     latest(r), "--replace"], None, "holds the current folder or the model it would export"),
     ("export-onnx --out ''", run_model("export-onnx", "--model", "{model}", "--out", ""), None, "--out is empty"),
     ("export-onnx --out a file", lambda w, r: (w / "f").write_text("x") and
      ["export-onnx", "--model", r, "--out", w / "f"], None, "is a file, not a folder"),
@@ -512,6 +556,17 @@ def existing_run_with_pointer(text: str):
     return setup
 
 
+def resumed_with_state(change):
+    """A copy of the run whose every checkpoint's training_state.json is changed (the JSON still parses), then
+    --resume: nothing older is intact to fall back to."""
+    def setup(work: Path, run: Path) -> list:
+        argv = existing_run("--resume")(work, run)
+        for state in (work / "out" / "checkpoints").glob("step-*/training_state.json"):
+            state.write_text(json.dumps(change(json.loads(state.read_text()))))
+        return argv
+    return setup
+
+
 GERMAN = "".join(f"Ein Hund {i} läuft.\n" for i in range(20)).encode()
 ENGLISH = "".join(f"A dog {i} runs.\n" for i in range(20)).encode()
 
@@ -555,7 +610,7 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
     ("--resume with another d_model", existing_run("--resume", model__d_model=64),
      "contradicts the checkpoint it would resume: model.d_model: checkpoint has 32, config has 64"),
     ("a run folder whose latest points out", existing_run_with_pointer("../../../../etc"),
-     "not the name of a checkpoint folder"),
+     "already holds a run (checkpoints, tokenizer, metrics.csv): pass --resume"),
     ("parallel corpus files missing", config_case(data__corpus="parallel", data__train_files=["x.de", "x.en"],
                                                   data__valid_files=["x.de", "x.en"]), "data file x.de does not exist"),
     ("parallel corpus not aligned", parallel_corpus(GERMAN, ENGLISH[: len(ENGLISH) // 2]),
@@ -569,6 +624,37 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
     ("d_model = 2**30 (terabytes)", config_case(model__d_model=2**30), "needs about"),
     ("d_ff = 2,000,000,000 (4 TB)", config_case(model__d_ff=2_000_000_000), "needs about 4,160.0 GB"),
     ("model max_len = 2**31 - 1", config_case(model__max_len=2**31 - 1), "lower model.d_model, model.d_ff"),
+    ("a million encoder layers", config_case(model__num_encoder_layers=10**6), "needs about"),
+    ("rotary positions with d_head = 1", config_case(model__positions="rotary", model__num_heads=32),
+     "rotary positions turn pairs of dimensions"),
+    ("lr_factor = 1e300", config_case(optim__lr_factor=1e300), "optim.lr_factor=1e+300 is more than 1e4"),
+    ("weight_decay = 1e300", config_case(optim__weight_decay=1e300), "optim.weight_decay=1e+300 must be a number"),
+    ("eps = 5e-324", config_case(optim__eps=5e-324), "must be from 1e-30"),
+    ("data.max_len = 2 drops every pair", config_case(data__max_len=2), "no training pair is left"),
+    ("a vocabulary smaller than the characters", config_case(data__vocab_size=5), "raise data.vocab_size"),
+    ("a config nested 100,000 deep", config_text(b"a = " + b"[" * 100_000 + b"]" * 100_000),
+     "nests its arrays or tables too deeply"),
+    ("data_dir = ~nosuchuser/d", config_case(data__data_dir="~nosuchuser/d", data__download=False),
+     "is not in"),
+    ("--out-dir of 300 characters", with_args("--out-dir", "c" * 300), "File name too long"),
+    ("--device meta", with_args("--device", "meta"), "device='meta': the course runs on"),
+    ("out_dir holds a run whose latest is gone", existing_run_with_pointer("step-99999999"),
+     "already holds a run"),
+    ("out_dir holds a run without pointers", lambda w, r: existing_run()(w, r) and
+     [(w / "out" / "checkpoints" / p).unlink() for p in ("latest", "best")] and config_case()(w, r),
+     "already holds a run (checkpoints, tokenizer, metrics.csv)"),
+    ("out_dir/checkpoints is a file", lambda w, r: folder(w / "out") and (w / "out" / "checkpoints").write_text("x")
+     and config_case()(w, r), "checkpoints should be a folder of the run"),
+    ("out_dir/metrics.csv is a folder", lambda w, r: folder(w / "out") and folder(w / "out" / "metrics.csv")
+     and config_case()(w, r), "metrics.csv should be a file of the run"),
+    ("--resume, training_state.json is {}", resumed_with_state(lambda s: {}), "training_state.json is damaged"),
+    ("--resume, world_size is text", resumed_with_state(lambda s: {**s, "world_size": "1"}),
+     "training_state.json is damaged (world_size missing or of the wrong type)"),
+    ("--resume, rng is empty", resumed_with_state(lambda s: {**s, "rng": []}), "does not fit this model's optimiser"),
+    ("--resume, an optimiser of another shape", resumed_with_state(lambda s: {**s, "optimizer": {}}),
+     "does not fit this model's optimiser"),
+    ("--resume, a tensor name that is not there", resumed_with_state(lambda s: json.loads(json.dumps(s).replace(
+     '"t0"', '"t999"'))), "training_state.json is damaged (KeyError"),
 ]
 
 
@@ -938,9 +1024,46 @@ def api_cases(ckpt, onnx_dir: Path | None):
          lambda: tiled_attention(q[None], q[None], q[None], mask=torch.ones(1, 1)), TypeError,
          "mask must be a boolean tensor (True = may attend), got dtype torch.float32"),
     ]
+    f32, f64 = torch.randn(2, 3, 4), torch.randn(2, 5, 4, dtype=torch.float64)
+    cases += [
+        ("translate a lone surrogate", lambda: translate(ckpt, ["Ein \udcff Hund."]), InputError,
+         "sentences[0] is not valid Unicode"),
+        ("load_checkpoint(123)", lambda: load_checkpoint(123), InputError, "path=123: give a run's folder"),
+        ("load_checkpoint on cpu:1", lambda: load_checkpoint(ckpt.path, device="cpu:1"), InputError,
+         "device='cpu:1': the course runs on cpu, cuda, cuda:N or mps"),
+        ("load_checkpoint on device 7", lambda: load_checkpoint(ckpt.path, device=7), InputError, "device=7"),
+        ("greedy_decode given the checkpoint", lambda: greedy_decode(ckpt, src), InputError,
+         "model must be a Transformer, got Checkpoint: pass the checkpoint's .model"),
+        ("greedy_decode, a source longer than the model reads", lambda: greedy_decode(ckpt.model, src.repeat(1, 30)),
+         InputError, "src has 90 positions, but the model reads at most max_len=64"),
+        ("attention, float32 Q with float64 K", lambda: attention(f32, f64, f64), TypeError,
+         "Q, K and V must be floating-point tensors of one dtype, got torch.float32, torch.float64"),
+        ("attention of integers", lambda: attention(*(torch.ones(2, 3, 4, dtype=torch.long),) * 3), TypeError,
+         "floating-point"),
+        ("attention, batch dimensions 2 and 3", lambda: attention(f32, torch.randn(3, 5, 4), torch.randn(3, 5, 4)),
+         ValueError, "the batch dimensions of Q (2,), K (3,) and V (3,) do not broadcast"),
+        ("attention, D_k = 0", lambda: attention(torch.randn(2, 3, 0), torch.randn(2, 5, 0), torch.randn(2, 5, 4)),
+         ValueError, "D_k=0"),
+        ("tiled_attention, a (3, 7) mask for S = 5", lambda: tiled_attention(f32, f32[:, :1].expand(2, 5, 4),
+         f32[:, :1].expand(2, 5, 4), mask=torch.ones(3, 7, dtype=torch.bool)), ValueError,
+         "mask of shape (3, 7) does not broadcast to the scores (..., T, S) = (2, 3, 5)"),
+        ("tiled_attention, block 2.5", lambda: tiled_attention(f32, f32, f32, block=2.5), ValueError,
+         "block=2.5: a block is an integer number of keys"),
+        ("TrainConfig(seed='0')", lambda: TrainConfig(seed="0"), ConfigError, "seed must be int, got '0'"),
+        ("TrainConfig(model=[])", lambda: TrainConfig(model=[]), ConfigError, "model must be dict"),
+    ]
     if onnx_dir is not None:
-        cases.append(("OnnxTranslator.translate one string", lambda: OnnxTranslator(onnx_dir).translate(SENTENCE),
-                      InputError, "sentences must be a list of strings"))
+        onnx = OnnxTranslator(onnx_dir)
+        cases += [
+            ("OnnxTranslator.translate one string", lambda: onnx.translate(SENTENCE), InputError,
+             "sentences must be a list of strings"),
+            ("OnnxTranslator.translate batch_size=0", lambda: onnx.translate([SENTENCE], batch_size=0), InputError,
+             "batch_size=0 must be an integer >= 1"),
+            ("OnnxTranslator.translate batch_size=-1", lambda: onnx.translate([SENTENCE], batch_size=-1),
+             InputError, "batch_size=-1"),
+            ("OnnxTranslator on a folder that is no export", lambda: OnnxTranslator(ckpt.path), InputError,
+             "translator.json is missing: the folder is not a whole export"),
+        ]
     return cases
 
 
@@ -956,3 +1079,75 @@ def test_each_bad_argument_of_the_python_api_raises_an_error_that_names_it(tiny_
         with pytest.raises(kind) as info:
             call()
         assert phrase in str(info.value) and "\n" not in str(info.value), (name, str(info.value))
+
+
+def test_odd_but_valid_api_arguments_translate_as_plain_ones_do(tiny_run):
+    """NumPy numbers for the beam and the length penalty, a generator of sentences, and an output-length factor
+    so large that a * S overflows int64 all translate exactly as the plain arguments do."""
+    import numpy as np
+    ckpt = load_checkpoint(tiny_run)
+    plain = translate(ckpt, [SENTENCE, "Zwei Hunde spielen."], beam_size=4, alpha=0.6)
+    assert translate(ckpt, (s for s in [SENTENCE, "Zwei Hunde spielen."]), beam_size=np.int64(4),
+                     alpha=np.float32(0.6)) == plain
+    assert translate(ckpt, [SENTENCE, "Zwei Hunde spielen."], beam_size=4, alpha=0.6, max_len_a=1e19) == \
+        translate(ckpt, [SENTENCE, "Zwei Hunde spielen."], beam_size=4, alpha=0.6, max_len_a=1e6)
+
+
+def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(tiny_run, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from transformer import OnnxTranslator, export_onnx
+    good = export_onnx(tiny_run, tmp_path / "good")
+    assert OnnxTranslator(good).translate(s for s in [SENTENCE]) == OnnxTranslator(good).translate([SENTENCE])
+    damages = [("translator.json", lambda p: p.write_text("{}"), "is not an export of format 1"),
+               ("translator.json", fifo, "translator.json is a named pipe"),
+               ("source.model", lambda p: link(p, "/dev/zero"), "source.model is a character device"),
+               ("encoder.onnx", lambda p: p.write_bytes(b"garbage"), "encoder.onnx is not an ONNX graph"),
+               ("decoder.onnx", lambda p: p.unlink(), "decoder.onnx is missing")]
+    for i, (name, damage, phrase) in enumerate(damages):
+        copy = tmp_path / f"damaged-{i}"
+        shutil.copytree(good, copy)
+        damage(copy / name)
+        with pytest.raises(InputError, match=re.escape(phrase)):
+            OnnxTranslator(copy)
+
+
+def test_standard_input_beyond_the_limit_is_refused_before_it_fills_the_memory(tiny_run, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "STDIN_LIMIT", 3 << 20)
+    endless = b"Ein Hund l\xc3\xa4uft.\n" * 400_000  # 6.8 MB, no NUL: `yes "Ein Hund." | transformer translate`
+    assert_one_line_error(*run_main(["translate", "--model", tiny_run], endless, capsys, monkeypatch),
+                          "standard input holds more than 3 MB: translate it in parts")
+
+
+def test_a_resume_whose_every_tokenizer_is_a_pipe_or_dev_zero_stops_without_waiting_or_reading(tiny_run, tmp_path):
+    """The checkpoint a resumed run reads its tokenizer from is checked like the rest of it: a named pipe would
+    make the copy wait forever and /dev/zero would never end."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    for i, checkpoint in enumerate(sorted((run / "checkpoints").glob("step-*"))):
+        fifo(checkpoint / "tokenizer.model") if i % 2 else link(checkpoint / "tokenizer.model", "/dev/zero")
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path, out_dir=str(run)))
+    p = cli_process(["train", "--config", config, "--resume", "--no-progress"], stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "Traceback" not in err.decode(), err.decode()
+    assert err.decode().splitlines()[-1].startswith("error: no intact checkpoint under"), err.decode()
+
+
+def test_ctrl_c_during_training_ends_with_one_line_and_the_run_resumes(tmp_path, course_data):
+    data = tiny_config(tmp_path, optim__epochs=200)
+    config = write_config(tmp_path / "c.toml", data)
+    p = cli_process(["train", "--config", config, "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    latest_pointer = Path(data["out_dir"]) / "checkpoints" / "latest"
+    end = time.monotonic() + 120
+    while not latest_pointer.exists() and time.monotonic() < end and p.poll() is None:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and err.decode().strip().splitlines()[-1] == (
+        "interrupted; `--resume` continues from its last checkpoint"), err.decode()
+    assert "Traceback" not in err.decode()
+    step = load_training_state(latest(Path(data["out_dir"])))["step"]
+    resumed = cli_process(["train", "--config", config, "--resume", "--max-steps", str(step + 1), "--no-progress"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0 and f"done: step {step + 1}" in out.decode(), err.decode()

@@ -1,13 +1,22 @@
 """Run chapters the way a reader does: in JupyterLab, "Restart Kernel and Run All Cells", in headless Chromium.
 
-    python tools/check_in_jupyterlab.py notebooks/13_results.ipynb [more notebooks ...]
+    python tools/check_in_jupyterlab.py notebooks/13_results.ipynb [more notebooks ...] [--timeout S]
 
-Starts `jupyter lab` on a free local port (no token, this machine only), opens each notebook, restarts its
-kernel and runs every cell through the JupyterLab interface, waits until no cell is running, and reports
-the number of cells run, error outputs and the time taken. Nothing is saved: the notebook on disk is not
-changed. Exits 1 if any notebook shows an error, 2 (with one `error:` line) if JupyterLab or the browser fails.
-JupyterLab and its kernels are stopped at the end in every case, killed if they do not stop within 30 s.
-Needs Debian's Chromium and `playwright` (requirements.txt).
+Starts `jupyter lab` on a free local port (no token, this machine only), opens each notebook, clears its
+outputs, restarts its kernel and runs every cell through the JupyterLab interface. What it reports it knows
+from the kernel itself, not from the page: the page opens one more connection to the notebook's kernel and
+keeps what the kernel publishes to every client (its status, each cell's execute_input with its execution
+count, each error). The run counts only after the kernel's restart, its execution counts must go 1, 2, 3, ...,
+and it is over when the last code cell's request has ended (or a cell failed and JupyterLab stopped the run
+there): stored execution counts in the file cannot pass for a run. The number of code cells comes from the
+notebook file, not from what the page has rendered. Reported per notebook: code cells run of those it holds,
+error outputs (the first one's name and cell), widget outputs that did not render ("Error displaying widget",
+or a widget view left blank) and the wall time. Nothing is saved: the notebook on disk is not changed.
+
+Exit status 0 when every notebook ran every cell without an error or a broken widget within --timeout; 1 when
+one did not (a cut run says so); 2 (with one `error:` line) if JupyterLab or the browser fails. JupyterLab and
+its kernels are stopped at the end in every case, killed if they do not stop within 30 s. Needs Debian's
+Chromium and `playwright` (requirements.txt).
 """
 import argparse
 import json
@@ -20,6 +29,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from playwright.sync_api import Error as PlaywrightError
@@ -64,28 +74,136 @@ def stop(server: subprocess.Popen, grace: float = 30) -> None:
     server.wait()
 
 
-def run_all(page, base: str, notebook: str, timeout: float) -> tuple[int, int, float]:
+def code_cells(path: Path) -> list[tuple[int, str]]:
+    """(index among all cells, first line) of every code cell JupyterLab sends to the kernel (not the empty ones),
+    read from the notebook file: the count does not depend on what the page has rendered."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    found = []
+    for i, cell in enumerate(cells):
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "code" and source.strip():
+            found.append((i, source.strip().splitlines()[0][:60]))
+    return found
+
+
+def kernel_of(base: str, notebook: str, seconds: float = 60) -> str:
+    """The id of the kernel the server runs for `notebook` (its session, from the server's REST API)."""
+    end = time.time() + seconds
+    while time.time() < end:
+        sessions = json.load(urllib.request.urlopen(f"{base}/api/sessions", timeout=5))
+        for s in sessions:
+            if s.get("path") == notebook and s.get("kernel"):
+                return s["kernel"]["id"]
+        time.sleep(0.5)
+    raise TimeoutError(f"{notebook}: JupyterLab started no kernel within {seconds:.0f} s")
+
+
+# Every message the kernel publishes (iopub) reaches every client connected to it; the page opens one more
+# connection and keeps what the kernel says about this run: its status, each execute_input (with its execution
+# count), each error.
+LISTEN = """([base, kernel]) => new Promise((resolve, reject) => {
+    window.__kernel = [];
+    const ws = new WebSocket(base.replace('http', 'ws') + '/api/kernels/' + kernel + '/channels?session_id=lab-check');
+    ws.onmessage = (event) => {
+        const m = JSON.parse(event.data);
+        if (m.channel !== 'iopub') return;
+        const keep = {type: m.header.msg_type, parent: (m.parent_header || {}).msg_id || null};
+        if (m.header.msg_type === 'status') keep.state = m.content.execution_state;
+        if (m.header.msg_type === 'execute_input') keep.count = m.content.execution_count;
+        if (m.header.msg_type === 'error') keep.ename = m.content.ename;
+        window.__kernel.push(keep);
+    };
+    ws.onopen = () => resolve(true);
+    ws.onerror = () => reject(new Error('cannot listen to the kernel'));
+})"""
+
+
+@dataclass
+class Run:
+    """What a notebook's run in JupyterLab showed: cells run by the fresh kernel, errors, widgets, time."""
+    cells: int  # code cells the notebook holds (non-empty)
+    ran: int  # execute_input messages of the restarted kernel, counted 1, 2, ... in order
+    errors: list[str]  # "NameError in cell 5 (`x = y`)"
+    widget_failures: int
+    seconds: float
+    finished: bool  # False: cut by the timeout
+    counts_in_order: bool = True
+
+    def ok(self) -> bool:
+        return (self.finished and self.counts_in_order and self.ran == self.cells and not self.errors
+                and not self.widget_failures)
+
+
+def _after_restart(messages: list[dict]) -> list[dict] | None:
+    """The messages after the kernel's restart (its `restarting` or `starting` status), None before it."""
+    marks = [i for i, m in enumerate(messages) if m.get("state") in ("restarting", "starting")]
+    return messages[marks[0] + 1:] if marks else None
+
+
+def _finished(run: list[dict], cells: int, indicator_idle: bool) -> bool:
+    """Every cell's execution is over: the last code cell ran and its request ended (its `idle`), or a cell failed
+    (JupyterLab then drops the cells after it) and the notebook and the kernel are idle."""
+    inputs = [m for m in run if m["type"] == "execute_input"]
+    if inputs and inputs[-1]["count"] == cells:
+        return any(m.get("state") == "idle" and m["parent"] == inputs[-1]["parent"] for m in run)
+    failed = any(m["type"] == "error" for m in run)
+    states = [m["state"] for m in run if m["type"] == "status"]
+    return failed and indicator_idle and bool(states) and states[-1] == "idle"
+
+
+def _widget_failures(panel) -> int:
+    """Widget outputs that did not render: JupyterLab's "Error displaying widget", or a view still at "Loading
+    widget..." ten seconds after the run (its model never came: ipywidgets 8 waits for it forever)."""
+    loading = panel.locator(".jp-OutputArea-output", has_text="Loading widget")
+    end = time.time() + 10
+    while loading.count() and time.time() < end:
+        time.sleep(0.5)
+    return loading.count() + panel.locator(".jp-OutputArea-output", has_text="Error displaying widget").count()
+
+
+def run_all(page, base: str, notebook: str, path: Path, timeout: float) -> Run:
+    cells = code_cells(path)
     page.goto(f"{base}/lab/tree/{notebook}?reset", wait_until="load")  # ?reset: no tabs restored
     panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
     panel.locator(".jp-Notebook").wait_for(timeout=60_000)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
-    page.click("text=Edit", timeout=10_000)  # the stored execution counts would look like a finished run
-    page.click("text=Clear Outputs of All Cells", timeout=10_000)
+    page.evaluate(LISTEN, [base, kernel_of(base, notebook)])
+    page.click("text=Edit", timeout=10_000)
+    page.click("text=Clear Outputs of All Cells", timeout=10_000)  # the reader's view: no stored outputs
     page.click("text=Run", timeout=10_000)  # the menu bar
     page.click("text=Restart Kernel and Run All Cells…", timeout=10_000)
     page.click(".jp-Dialog button.jp-mod-accept", timeout=10_000)  # "Restart"
-    start = time.time()
-    prompts = panel.locator(".jp-CodeCell .jp-InputArea-prompt")
-    while time.time() - start < timeout:  # done when every code cell shows an execution count, e.g. [12]:
-        texts = prompts.all_inner_texts()
-        if texts and all(re.fullmatch(r"\[\d+\]:", t.strip()) for t in texts):
+    start, finished = time.time(), False
+    while time.time() - start < timeout:
+        run = _after_restart(page.evaluate("window.__kernel"))
+        idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count() > 0
+        if run is not None and _finished(run, len(cells), idle):
+            finished = True
             break
-        time.sleep(2)
-    else:
-        raise TimeoutError(f"{notebook}: not every cell had run after {timeout:.0f} s")
-    cells = panel.locator(".jp-CodeCell").count()
-    errors = panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']").count()
-    return cells, errors, time.time() - start
+        time.sleep(0.5)
+    seconds = time.time() - start
+    run = _after_restart(page.evaluate("window.__kernel")) or []
+    inputs = [m for m in run if m["type"] == "execute_input"]
+    cell_of = {m["parent"]: m["count"] for m in inputs}
+    errors = []
+    for m in (m for m in run if m["type"] == "error"):
+        k = cell_of.get(m["parent"])
+        where = f"cell {cells[k - 1][0] + 1} (`{cells[k - 1][1]}`)" if k and k <= len(cells) else "a cell"
+        errors.append(f"{m['ename']} in {where}")
+    in_order = [m["count"] for m in inputs] == list(range(1, len(inputs) + 1))
+    return Run(len(cells), len(inputs), errors, _widget_failures(panel), seconds, finished, in_order)
+
+
+def report(notebook: str, run: Run, timeout: float) -> str:
+    text = (f"{notebook}: {run.ran} of {run.cells} code cells run in JupyterLab by a freshly restarted kernel in "
+            f"{run.seconds:.0f} s; {len(run.errors)} error output(s)"
+            + (f", the first: {run.errors[0]}" if run.errors else "")
+            + f"; {run.widget_failures} widget output(s) that did not render")
+    if not run.finished:
+        text += f"; CUT: not finished within the {timeout:.0f} s timeout"
+    if not run.counts_in_order:
+        text += "; the execution counts were not 1, 2, 3, ...: not one fresh kernel run"
+    return text
 
 
 def main() -> int:
@@ -93,11 +211,12 @@ def main() -> int:
     parser.add_argument("notebooks", nargs="+")
     parser.add_argument("--timeout", type=float, default=600, help="seconds a notebook may run (default 600)")
     args = parser.parse_args()
-    missing = [nb for nb in args.notebooks if not (ROOT / nb).is_file()]
+    paths = [Path(nb).resolve() for nb in args.notebooks]
+    missing = [nb for nb, p in zip(args.notebooks, paths) if not p.is_file()]
     if missing:
-        print(f"error: no notebook at {', '.join(missing)} (give paths from the repository root, e.g. "
-              "notebooks/13_results.ipynb)", file=sys.stderr)
+        print(f"error: no notebook at {', '.join(missing)} (e.g. notebooks/13_results.ipynb)", file=sys.stderr)
         return 2
+    root = Path(os.path.commonpath([p.parent for p in paths]))  # the server's root: every notebook inside it
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # so that `finally` stops the server
     port = free_port()
     scratch = Path(tempfile.mkdtemp(prefix="lab-check-"))
@@ -112,7 +231,7 @@ def main() -> int:
     docmanager.mkdir()
     (docmanager / "plugin.jupyterlab-settings").write_text(json.dumps({"autosave": False}))
     server = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
-                               "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={ROOT}",
+                               "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}",
                                f"--LabApp.user_settings_dir={scratch / 'settings'}",
                                f"--LabApp.workspaces_dir={scratch / 'workspaces'}",
                                f"--FileCheckpoints.checkpoint_dir={scratch / 'checkpoints'}"],  # not notebooks/
@@ -123,12 +242,12 @@ def main() -> int:
         wait_for(f"{base}/lab", 120)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
-            for notebook in args.notebooks:
+            for path in paths:
+                notebook = path.relative_to(root).as_posix()
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
-                cells, errors, seconds = run_all(page, base, Path(notebook).as_posix(), args.timeout)
-                print(f"{notebook}: {cells} code cells run in JupyterLab from a fresh kernel in {seconds:.0f} s, "
-                      f"{errors} error outputs")
-                failed |= errors > 0
+                run = run_all(page, base, notebook, path, args.timeout)
+                print(report(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path), run, args.timeout))
+                failed |= not run.ok()
                 page.close()
             browser.close()
     except (TimeoutError, PlaywrightError) as e:

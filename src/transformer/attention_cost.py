@@ -5,6 +5,7 @@ __all__ = ['tiled_attention', 'largest_result', 'kv_cache_bytes', 'cache_nbytes'
 
 # %% ../../notebooks/17_attention_cost.ipynb #c22e0f73
 import math
+import numbers
 
 import torch
 from torch import Tensor
@@ -24,8 +25,8 @@ def tiled_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None,
     a query may attend -> (..., T, D_v). A query with no allowed key gets zeros, as in `attention`.
     Memory: one (..., T, block) slice of scores at a time.
     """
-    if block < 1:
-        raise ValueError(f"block={block}: a block holds at least one key")
+    if isinstance(block, bool) or not isinstance(block, numbers.Integral) or block < 1:
+        raise ValueError(f"block={block!r}: a block is an integer number of keys, at least 1")
     check_attention_inputs(Q, K, V, mask)
     T, S = Q.shape[-2], K.shape[-2]
     batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2])

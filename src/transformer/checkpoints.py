@@ -22,10 +22,10 @@ from torch import Tensor
 
 from .config import TrainConfig, parse_config
 from .corpora import split_pairs_for
-from .errors import CheckpointError, CheckpointNotFoundError, ConfigError
+from .errors import CheckpointError, CheckpointNotFoundError, ConfigError, InputError
 from .evaluation import evaluate_pairs
-from .files import atomic_folder, check_regular_file, read_regular_file
-from .memory import check_fits
+from .files import atomic_folder, check_regular_file, expand_user, read_regular_file
+from .memory import check_device, check_fits
 from .model import Transformer, TransformerConfig
 from .modern import build_model
 from .tokenizer import Tokenizer
@@ -80,8 +80,12 @@ def load_training_state(directory: Path) -> dict:
     """Read what `save_training_state` wrote: JSON and safetensors only, nothing unpickled."""
     check_regular_file(directory / "training_state.safetensors", error=CheckpointError)
     tensors = load_file(str(directory / "training_state.safetensors"))
-    text = read_regular_file(directory / "training_state.json", _JSON_LIMIT, CheckpointError).decode("utf-8")
-    return _from_tree(json.loads(text), tensors)
+    try:
+        text = read_regular_file(directory / "training_state.json", _JSON_LIMIT, CheckpointError).decode("utf-8")
+        return _from_tree(json.loads(text), tensors)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"{directory / 'training_state.json'} is damaged ({type(e).__name__}: {str(e)[:80]}): "
+                              "resume from another checkpoint, or start a new run") from None
 
 # %% ../../notebooks/93_checkpoints.ipynb #668374ac
 _CHECKPOINT_NAME = re.compile(r"\w[\w.-]*")  # one folder name: no path separator, never "." or ".."
@@ -98,7 +102,11 @@ def _pointer_name(checkpoints: Path, pointer: str) -> str | None:
         return None
     name = read_regular_file(p, 4096, CheckpointError).decode("utf-8", errors="replace").strip()
     named = _CHECKPOINT_NAME.fullmatch(name) is not None  # checked first: a path with a NUL cannot even be resolved
-    if not (named and (Path(checkpoints) / name).resolve().parent == Path(checkpoints).resolve()):
+    try:
+        inside = named and (Path(checkpoints) / name).resolve().parent == Path(checkpoints).resolve()
+    except (RuntimeError, OSError):  # a symlink loop: no folder at all
+        inside = False
+    if not inside:
         raise CheckpointError(f"{p} holds {name[:60]!r}, not the name of a checkpoint folder beside it (such as "
                               "step-00000026): write the name of one of the step-* folders into it")
     return name
@@ -131,6 +139,10 @@ def checkpoint_problem(directory: Path) -> str | None:
             json.loads(read_regular_file(directory / name, _JSON_LIMIT, CheckpointError))
         except Exception as e:
             return f"{name}: {e}"
+    try:  # the tokenizer(s), which every later checkpoint of a resumed run copies
+        _load_tokenizers(directory)
+    except CheckpointError as e:
+        return f"tokenizer: {e}"
     return None
 
 
@@ -228,9 +240,9 @@ def _read_json(path: Path) -> dict:
                               "checkpoint") from None
     except OSError as e:
         raise CheckpointError(f"{path} cannot be read: {e.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path} is damaged, not JSON ({e}): copy the checkpoint again, or use another "
-                              "checkpoint") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise CheckpointError(f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): copy the checkpoint "
+                              "again, or use another checkpoint") from None
     if not isinstance(data, dict):
         raise CheckpointError(f"{path} holds a JSON {type(data).__name__}, not an object of settings: copy the "
                               "checkpoint again, or use another checkpoint")
@@ -344,14 +356,28 @@ def _load_tokenizers(directory: Path, shared: bool | None = None) -> tuple[Token
             tokenizers.append(Tokenizer.load(directory / name))
         except ValueError as e:  # not a sentencepiece model, not the course's special ids, or not a regular file
             raise CheckpointError(str(e) if str(e).startswith(str(directory)) else f"{directory / name}: {e}") from None
+        except OSError as e:  # a symlink loop, a file that cannot be read
+            raise CheckpointError(f"{directory / name} cannot be read ({e.strerror}): copy the one saved with the "
+                                  "weights") from None
     return (tokenizers[0], tokenizers[0]) if shared else (tokenizers[0], tokenizers[1])
 
 
 def model_bytes(config: TransformerConfig) -> int:
-    """Bytes of a model's weights and buffers in float32, counted on the meta device: nothing is allocated."""
-    with torch.device("meta"):
-        model = build_model(config)
-    return sum(t.numel() * 4 for t in (*model.parameters(), *model.buffers()))
+    """Bytes of a model's weights and buffers in float32, counted on the meta device: nothing is allocated.
+
+    A model is the same layer repeated, so it is built with one and two layers per stack and the count extended
+    in a line to the config's layer counts: a million layers cost three small models, not a million modules.
+    """
+    def counted(encoder_layers: int, decoder_layers: int) -> int:
+        small = dataclasses.replace(config, num_encoder_layers=encoder_layers, num_decoder_layers=decoder_layers)
+        with torch.device("meta"):
+            model = build_model(small)
+        return sum(t.numel() * 4 for t in (*model.parameters(), *model.buffers()))
+
+    base = counted(1, 1)
+    per_encoder_layer, per_decoder_layer = counted(2, 1) - base, counted(1, 2) - base
+    return (base + (config.num_encoder_layers - 1) * per_encoder_layer
+            + (config.num_decoder_layers - 1) * per_decoder_layer)
 
 
 def _check_config_is_the_saved_one(directory: Path, config: TransformerConfig, train_config: TrainConfig,
@@ -365,8 +391,11 @@ def _check_config_is_the_saved_one(directory: Path, config: TransformerConfig, t
     if saved is not None:
         try:
             saved = json.loads(saved)
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, RecursionError) as e:
             raise CheckpointError(f"{path}: its metadata's model_config is damaged ({e}); copy the weights again") from None
+        if not isinstance(saved, dict):
+            raise CheckpointError(f"{path}: its metadata's model_config is a JSON {type(saved).__name__}, not the "
+                                  "config the weights were saved with; copy the weights again")
         differ = [k for k, v in config.to_dict().items() if saved.get(k, v) != v]
         if differ:
             said = ", ".join(f"{k}={getattr(config, k)!r}" for k in differ)
@@ -390,6 +419,9 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", pointe
     not finite, a model_config.json that does not match the weights, or a tokenizer of another vocabulary
     raises `CheckpointError`, naming the file.
     """
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise InputError(f"path={path!r}: give a run's folder, a checkpoint folder or a shipped model's name")
+    device = check_device(device)
     directory = resolve_checkpoint(path, pointer)
     model_config = _read_model_config(directory)
     train_config = _read_train_config(directory)
@@ -423,15 +455,26 @@ def models_dir() -> Path:
     return shipped if shipped.is_dir() else package.parents[1] / "models"
 
 
+def _holds_a_checkpoint(path: Path) -> bool:
+    try:
+        resolve_checkpoint(path)
+    except CheckpointError:
+        return False
+    return True
+
+
 def load_translator(model: str | Path = "multi30k-de-en", device: str | torch.device = "cpu"):
     """A shipped model by name (see `SHIPPED_MODELS`), or a run / checkpoint directory -> `Checkpoint`.
 
     The checkpoint holds the model (in eval mode, float32) and its tokenizers; nothing is unpickled. A missing,
     damaged or inconsistent model raises `CheckpointError` (`CheckpointNotFoundError` if there is none), naming the file.
     """
-    path = Path(model).expanduser()
-    if not path.exists() and str(model) in SHIPPED_MODELS:
-        path = models_dir() / str(model)
+    if not isinstance(model, (str, os.PathLike)) or not str(model).strip():
+        raise InputError(f"model={model!r}: give a shipped model's name ({', '.join(SHIPPED_MODELS)}) or the folder "
+                         "of a run or checkpoint")
+    path = expand_user(model)
+    if str(model) in SHIPPED_MODELS and not _holds_a_checkpoint(path):  # a folder of that name holding no model
+        path = models_dir() / str(model)  # does not hide the shipped one
         if not path.exists():
             todo = ("TRANSFORMER_MODELS points there: set it to the folder that holds the shipped models, or unset it"
                     if os.environ.get("TRANSFORMER_MODELS") else
@@ -451,7 +494,6 @@ def evaluate_checkpoint(checkpoint, split: str, **options) -> dict:
     which does the work; `transformer evaluate` calls this.
     """
     return evaluate_pairs(checkpoint, split_pairs_for(checkpoint.train_config.data, split), split, **options)
-
 
 # %% ../../notebooks/93_checkpoints.ipynb #8a65a530
 def _rng_state(device: torch.device) -> dict:

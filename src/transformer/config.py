@@ -175,6 +175,13 @@ class TrainConfig:
             self.data = parse_config(DataConfig, self.data, "data")
         if isinstance(self.optim, dict):
             self.optim = parse_config(OptimConfig, self.optim, "optim")
+        hints = typing.get_type_hints(TrainConfig)
+        for f in dataclasses.fields(self):  # TrainConfig(seed="0") in Python, where no parser has looked yet
+            if f.name not in ("data", "optim"):
+                setattr(self, f.name, _check_type(getattr(self, f.name), hints[f.name], f.name))
+            elif not isinstance(getattr(self, f.name), hints[f.name]):
+                raise ConfigError(f"{f.name} must be a table of settings ({hints[f.name].__name__} or a dict), got "
+                                  f"{_shown(getattr(self, f.name))}")
         self.validate()
 
     def validate(self) -> None:
@@ -245,12 +252,15 @@ class TrainConfig:
             (o.schedule in _SCHEDULES, f"optim.schedule={o.schedule!r} must be one of {list(_SCHEDULES)}"),
             (math.isfinite(o.lr_factor) and o.lr_factor > 0,
              f"optim.lr_factor={o.lr_factor} must be a finite number > 0: it multiplies the learning rate"),
+            (o.lr_factor <= 1e4, f"optim.lr_factor={o.lr_factor} is more than 1e4 times the paper's learning rate: the "
+             "first step would overflow float32; 1 is the paper's"),
             (all(math.isfinite(b) and 0 <= b < 1 for b in o.betas),
              f"optim.betas={list(o.betas)} must both be in [0, 1): they are Adam's decay rates"),
             (math.isfinite(o.eps) and o.eps > 0, f"optim.eps={o.eps} must be a finite number > 0: it keeps Adam's "
              "division away from zero"),
-            (math.isfinite(o.weight_decay) and o.weight_decay >= 0,
-             f"optim.weight_decay={o.weight_decay} must be a finite number >= 0"),
+            (1e-30 <= o.eps <= 1, f"optim.eps={o.eps} must be from 1e-30 (a smaller one is 0 in float32) to 1"),
+            (math.isfinite(o.weight_decay) and 0 <= o.weight_decay <= 1e4,
+             f"optim.weight_decay={o.weight_decay} must be a number from 0 to 1e4"),
             (0.0 <= o.label_smoothing < 1.0, f"optim.label_smoothing={o.label_smoothing} must be in [0, 1)"),
             (math.isfinite(o.clip_grad_norm) and o.clip_grad_norm >= 0,
              f"optim.clip_grad_norm={o.clip_grad_norm} must be a finite number >= 0 (0 disables it)"),
@@ -285,8 +295,8 @@ class TrainConfig:
     def from_json(cls, text: str) -> "TrainConfig":
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"not valid JSON: {e}") from None
+        except (json.JSONDecodeError, RecursionError) as e:
+            raise ConfigError(f"not valid JSON: {type(e).__name__}: {str(e)[:80]}") from None
         return cls.from_dict(data)
 
     @classmethod
@@ -300,7 +310,9 @@ class TrainConfig:
         if not path.exists():
             raise ConfigError(f"config file {path} does not exist (the configs live in configs/*.toml)")
         try:
-            d = tomllib.loads(read_regular_file(path, 16 << 20, ConfigError).decode("utf-8"))
+            d = tomllib.loads(read_regular_file(path, 16 << 20, ConfigError).decode("utf-8").removeprefix("\ufeff"))
+        except RecursionError:
+            raise ConfigError(f"{path} nests its arrays or tables too deeply to be a config") from None
         except OSError as e:
             raise ConfigError(f"config file {path} cannot be read: {e.strerror}") from None
         except UnicodeDecodeError as e:

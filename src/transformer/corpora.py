@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import ConfigError, CorpusError, InputError
-from .files import atomic_file, atomic_write_bytes
+from .files import atomic_file, atomic_write_bytes, check_regular_file, expand_user
 
 _log = logging.getLogger("transformer.data")  # the name the data chapter's reports have always carried
 
@@ -34,9 +34,9 @@ def default_data_dir() -> Path:
     """
     env = os.environ.get(DATA_ENV_VAR)
     if env:
-        return Path(env).expanduser()
+        return expand_user(env)
     cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache).expanduser() / "transformer"
+    return expand_user(cache) / "transformer"
 
 
 def course_data_dir() -> Path | None:
@@ -62,7 +62,7 @@ def data_search_path(root: str | Path | None = None) -> list[Path]:
     Spelled out as a function so that an error message (and a curious reader) can show exactly where it looked.
     """
     if root is not None:
-        return [Path(root).expanduser()]
+        return [expand_user(root)]
     env_set = bool(os.environ.get(DATA_ENV_VAR))
     dirs = [default_data_dir()] if env_set else []  # $TRANSFORMER_DATA
     course = course_data_dir()
@@ -197,7 +197,7 @@ def fetch_file(relpath: str, url: str, root: str | Path | None = None, *, sha256
         for candidate in (folder / name for name in names):
             if candidate.is_file():
                 return verify_corpus_file(candidate, content_sha256) if content_sha256 else candidate
-    dest = (Path(root).expanduser() if root is not None else default_data_dir()) / relpath
+    dest = (expand_user(root) if root is not None else default_data_dir()) / relpath
     where = ", ".join(str(d) for d in searched)
     todo = (f"copy the file to {dest}, or set {DATA_ENV_VAR} to a folder laid out like the repository's data/ "
             f"(multi30k/train.de.gz, tatoeba/cmn-eng.tsv.gz)")
@@ -219,8 +219,9 @@ def read_lines(path: str | Path) -> list[str]:
     on exotic separators, and an encoding problem must name the line instead of surfacing deep in a loop.
     """
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise CorpusNotFoundError(f"{path} does not exist")
+    check_regular_file(path, error=CorpusFormatError)  # a folder, a pipe or a device is no corpus file
     raw = _gunzip(path, path.read_bytes(), CorpusFormatError, "download it again")
     try:
         text = raw.decode("utf-8")
@@ -383,7 +384,7 @@ def split_pairs_for(data, split: str, files: Sequence[str | Path] = ()) -> list[
     (the training run passes its `train_files` or `valid_files`). The one loader of the pairs of a split:
     training and evaluation both call it.
     """
-    root = Path(data.data_dir).expanduser() if data.data_dir else None
+    root = expand_user(data.data_dir) if data.data_dir else None
     if data.corpus == "multi30k":
         if split not in MULTI30K_SPLITS:
             raise InputError(f"unknown split {split!r} for Multi30k: choose one of {', '.join(MULTI30K_SPLITS)}")
@@ -401,8 +402,8 @@ def split_pairs_for(data, split: str, files: Sequence[str | Path] = ()) -> list[
         raise InputError(f"this model was trained on corpus {data.corpus!r}, which has no named splits: translate "
                          "your files with `transformer translate` and score them with corpus_bleu")
     for f in files:
-        if not Path(f).is_file():
+        if not Path(f).exists():
             raise CorpusNotFoundError(f"data file {f} does not exist (the config names it in data.train_files or "
                                       "data.valid_files)")
+        check_regular_file(f, error=CorpusFormatError)
     return load_parallel(files[0], files[1]) if data.corpus == "parallel" else load_tsv(files[0])
-

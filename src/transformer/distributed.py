@@ -12,6 +12,7 @@ import torch.distributed as dist
 
 from .checkpoints import _rng_state
 from .errors import ConfigError
+from .memory import check_device
 
 # %% ../../notebooks/94_distributed.ipynb #c5596374
 def select_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
@@ -26,20 +27,9 @@ def select_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
         if torch.cuda.is_available():
             return torch.device("cuda", local_rank)
         return torch.device("mps") if mps_ok else torch.device("cpu")
-    try:
-        device = torch.device(requested)
-    except RuntimeError:
-        raise ConfigError(f"device={requested!r} is not a device name: use auto, cpu, cuda, cuda:N or mps") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(f"device={requested!r} but torch sees no CUDA GPU: use device='cpu' or 'auto'")
-        if device.index is None:
-            device = torch.device("cuda", local_rank)
-        if device.index >= torch.cuda.device_count():
-            raise ConfigError(f"device={requested!r} but torch sees {torch.cuda.device_count()} CUDA GPU(s), "
-                              f"numbered from 0: use one of them, or 'auto'")
-    if device.type == "mps" and not mps_ok:
-        raise ConfigError(f"device={requested!r} but MPS is not available: use device='cpu' or 'auto'")
+    device = check_device(requested, ConfigError)
+    if device.type == "cuda" and device.index is None:
+        device = check_device(torch.device("cuda", local_rank), ConfigError)
     return device
 
 

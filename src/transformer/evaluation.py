@@ -86,12 +86,16 @@ def group_references(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[
     return list(grouped), list(grouped.values())
 
 # %% ../../notebooks/12_evaluation.ipynb #b8cc869b
-def _writable_folder(out: Path) -> Path | None:
+def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
     """Make sure `out` is a folder this process can write into: create it (and its missing parents) and write a
-    probe file. Returns the topmost folder it created (None if `out` existed), or raises `InputError` with nothing
-    left behind."""
+    probe file, and check that the `names` it will write there are files or absent. Returns the topmost folder it
+    created (None if `out` existed), or raises `InputError` with nothing left behind."""
     if out.exists() and not out.is_dir():
         raise InputError(f"out_dir={out} is a file, not a folder: give a folder for <split>.hyp and <split>.json")
+    for name in names:  # a folder (or anything but a file) where a result goes would stop the writing half-way
+        target = out / name
+        if (target.exists() or target.is_symlink()) and not target.is_file():
+            raise InputError(f"{target} exists and is not a file: move it away, or give another out_dir")
     top = None if out.exists() else next(p for p in [out, *out.parents] if p.parent.exists() or p.parent == p)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -127,7 +131,8 @@ def evaluate_pairs(checkpoint, pairs: Sequence[tuple[str, str]], split: str, *, 
     sources, references = group_references(pairs)
     if limit:
         sources, references = sources[:limit], references[:limit]
-    created = _writable_folder(Path(out_dir)) if out_dir is not None else None  # before the work, not after it
+    created = (_writable_folder(Path(out_dir), (f"{split}.hyp", f"{split}.json")) if out_dir is not None
+               else None)  # before the work, not after it
     start = time.perf_counter()
     try:
         hypotheses = translate(checkpoint, sources, beam_size=beam_size, alpha=alpha, batch_size=batch_size,

@@ -63,6 +63,9 @@ class TransformerConfig:
                               ("feed_forward", ("relu", "swiglu"))):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}={getattr(self, name)!r}: choose one of {', '.join(map(repr, allowed))}")
+        if self.positions == "rotary" and (self.d_model // self.num_heads) % 2:
+            raise ValueError(f"positions='rotary' with d_head = d_model / num_heads = {self.d_model // self.num_heads}"
+                             ": rotary positions turn pairs of dimensions, so d_head must be even")
         if self.kv_heads < 0 or (self.kv_heads and self.num_heads % self.kv_heads):
             raise ValueError(f"kv_heads={self.kv_heads} must divide num_heads={self.num_heads} (0 means num_heads)")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:

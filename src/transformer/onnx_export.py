@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from .checkpoints import load_translator
 from .decoding import greedy_decode
 from .errors import InputError
-from .files import atomic_folder, atomic_write_bytes
+from .files import atomic_folder, atomic_write_bytes, read_regular_file
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
 from .visualize import keeping_weights
 
@@ -94,8 +94,17 @@ def weights_sha256(model_dir: str | Path) -> str:
     return hashlib.sha256((Path(model_dir) / "model.safetensors").read_bytes()).hexdigest()
 
 
-def _check_out_dir(out: Path, replace: bool) -> None:
-    """Refuse an `out_dir` that is a file, or a folder holding files without `replace`, before any work."""
+def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
+    """Refuse, before any work: an `out_dir` that is a file, a folder holding files without `replace`, and one
+    whose replacing would take the model or the current folder with it."""
+    if not isinstance(replace, bool):
+        raise InputError(f"replace={replace!r} must be True or False")
+    if not out.name or out.name in (".", ".."):
+        raise InputError(f"out_dir={str(out)!r} names no new folder: give a folder name, e.g. de-en-onnx")
+    here, target, model = Path.cwd().resolve(), out.resolve(), model_dir.resolve()
+    if target in (here, *here.parents) or target in (model, *model.parents) or model in target.parents:
+        raise InputError(f"out_dir={out} holds the current folder or the model it would export ({model}): give "
+                         "a folder of its own")
     if out.exists() and not out.is_dir():
         raise InputError(f"{out} is a file, not a folder: give a new folder for the ONNX files")
     if out.is_dir() and any(out.iterdir()) and not replace:
@@ -111,8 +120,8 @@ def export_onnx(model: str | Path, out_dir: str | Path, replace: bool = False, *
     new folder beside `out_dir`, which then takes its place (`atomic_folder`): a folder that already holds files
     is refused unless `replace`, and then replaced whole. Returns out_dir."""
     out = Path(out_dir)
-    _check_out_dir(out, replace)
     checkpoint = load_translator(model, **load_options)
+    _check_out_dir(out, replace, Path(checkpoint.path))
     try:
         with atomic_folder(out, replace=True) as tmp:
             _write_export(checkpoint, tmp)
@@ -150,6 +159,35 @@ def _write_export(checkpoint, out: Path) -> None:
     atomic_write_bytes(out / "translator.json", (json.dumps(meta, indent=1) + "\n").encode())
 
 # %% ../../notebooks/96_onnx.ipynb #57d4f60b
+_META_KEYS = ("format", "pad_id", "bos_id", "eos_id", "max_len", "max_len_a", "max_len_b")
+
+
+def _export_file(path: Path, limit: int) -> bytes:
+    """One file of an export, read only if it is a regular file of at most `limit` bytes."""
+    try:
+        return read_regular_file(path, limit, InputError)
+    except FileNotFoundError:
+        raise InputError(f"{path} is missing: the folder is not a whole export; export again with "
+                         "`transformer export-onnx`") from None
+
+
+def _read_export(d: Path) -> dict:
+    """translator.json of an export folder, checked: JSON, the format this code reads, every setting it needs."""
+    if not d.is_dir():
+        raise InputError(f"{d} is not a folder written by `transformer export-onnx`")
+    try:
+        meta = json.loads(_export_file(d / "translator.json", 1 << 20).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise InputError(f"{d / 'translator.json'} is damaged ({type(e).__name__}): export again") from None
+    missing = [k for k in _META_KEYS if not isinstance(meta, dict) or k not in meta]
+    if missing or meta.get("format") != FORMAT:
+        raise InputError(f"{d / 'translator.json'} is not an export of format {FORMAT} (missing {missing}): export "
+                         "again with `transformer export-onnx`")
+    for name in ("encoder.onnx", "decoder.onnx"):
+        _export_file(d / name, 4 << 30)  # present and a regular file: onnxruntime reads it then
+    return meta
+
+
 class OnnxTranslator:
     """Greedy translation with the ONNX files of `export_onnx`, run by onnxruntime: no PyTorch in the loop.
 
@@ -162,13 +200,21 @@ class OnnxTranslator:
         import sentencepiece
 
         d = Path(directory)
-        self.meta = json.loads((d / "translator.json").read_text(encoding="utf-8"))
+        self.meta = _read_export(d)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = threads
-        self.encoder = onnxruntime.InferenceSession(str(d / "encoder.onnx"), options, providers=["CPUExecutionProvider"])
-        self.decoder = onnxruntime.InferenceSession(str(d / "decoder.onnx"), options, providers=["CPUExecutionProvider"])
-        self.src_sp = sentencepiece.SentencePieceProcessor(model_proto=(d / "source.model").read_bytes())
-        self.tgt_sp = sentencepiece.SentencePieceProcessor(model_proto=(d / "target.model").read_bytes())
+        self.encoder, self.decoder = (self._session(onnxruntime, d / name, options) for name in ("encoder.onnx",
+                                                                                                 "decoder.onnx"))
+        self.src_sp = sentencepiece.SentencePieceProcessor(model_proto=_export_file(d / "source.model", 256 << 20))
+        self.tgt_sp = sentencepiece.SentencePieceProcessor(model_proto=_export_file(d / "target.model", 256 << 20))
+
+    @staticmethod
+    def _session(onnxruntime, path: Path, options):
+        try:
+            return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime's own exception types (InvalidProtobuf, Fail): the file is no graph
+            raise InputError(f"{path} is not an ONNX graph onnxruntime can run ({type(e).__name__}): export "
+                             "again with `transformer export-onnx`") from None
 
     def step(self, memory: np.ndarray, src: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One decoder call: -> scores of the next token (b, V) and cross-attention (N, b, h, t, S)."""
@@ -199,8 +245,18 @@ class OnnxTranslator:
         """One output string per input sentence, in order (empty input, empty output).
 
         `sentences` is a list of strings: one string alone is refused (`InputError`), as `translate` refuses it."""
-        if isinstance(sentences, (str, bytes)) or any(not isinstance(s, str) for s in sentences):
+        if isinstance(sentences, (str, bytes)):
             raise InputError("sentences must be a list of strings: for one sentence, pass [sentence]")
+        sentences = list(sentences)
+        if any(not isinstance(s, str) for s in sentences):
+            raise InputError("sentences must be a list of strings: every sentence a str")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InputError(f"batch_size={batch_size!r} must be an integer >= 1")
+        for i, s in enumerate(sentences):
+            try:
+                s.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InputError(f"sentences[{i}] is not valid Unicode (a lone surrogate)") from None
         m = self.meta
         ids = [x[: m["max_len"]] for x in self.src_sp.encode([s.strip() for s in sentences])]
         out = [""] * len(ids)

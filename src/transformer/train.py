@@ -32,9 +32,9 @@ from .checkpoints import (_load_tokenizers, _load_weights, _prune_checkpoints, _
                                      resumable_checkpoint, save_checkpoint)
 from .config import _NO_SPACES, DataConfig, TrainConfig, check_resume_compatible
 from .data import TokenBudgetBatchSampler, TranslationDataset, collate
-from .files import atomic_write_bytes, atomic_write_text
+from .files import atomic_write_bytes, atomic_write_text, read_regular_file
 from .corpora import split_pairs_for
-from .errors import CheckpointNotFoundError, ConfigError, RunExistsError, TransformerError
+from .errors import CheckpointError, CheckpointNotFoundError, ConfigError, RunExistsError, TransformerError
 from .distributed import DistInfo, _all_reduce_sum, _gather_rng_states, select_device
 from .loss import label_smoothed_loss
 from .memory import check_fits
@@ -138,7 +138,13 @@ def _tokenizers_for_run(config: TrainConfig, train_pairs, tok_dir: Path, info: D
     names = ("tokenizer.model",) if config.data.shared_vocab else ("src_tokenizer.model", "tgt_tokenizer.model")
     if from_checkpoint is not None and info.is_main:
         for n in names:
-            atomic_write_bytes(tok_dir / n, (from_checkpoint / n).read_bytes())
+            try:
+                data = read_regular_file(from_checkpoint / n, 256 << 20, CheckpointError)
+            except FileNotFoundError:
+                raise CheckpointError(f"{from_checkpoint / n} is missing: the checkpoint cannot be resumed; restore "
+                                      "it, or start a new run") from None
+            if not ((tok_dir / n).is_file() and (tok_dir / n).read_bytes() == data):  # already there: untouched
+                atomic_write_bytes(tok_dir / n, data)
     elif info.is_main:
         tok_dir.mkdir(parents=True, exist_ok=True)
         d = config.data
@@ -151,9 +157,10 @@ def _tokenizers_for_run(config: TrainConfig, train_pairs, tok_dir: Path, info: D
             # scripts without spaces between words get no sentence-initial space marker (see the data chapter)
             try:
                 tok = train_tokenizer(sentences, str(tok_dir / stem), size, add_dummy_prefix=lang not in _NO_SPACES)
-            except ValueError as e:  # no sentences at all, or too few for the vocabulary asked for
-                raise ConfigError(f"the run's {stem.replace('_', ' ')} cannot be trained: {e}; lower data.vocab_size "
-                                  "or train on more pairs") from None
+            except ValueError as e:  # no sentences at all, too few for the vocabulary, or too many characters
+                todo = ("raise data.vocab_size: the corpus has more distinct characters than that"
+                        if "required_chars" in str(e) else "lower data.vocab_size or train on more pairs")
+                raise ConfigError(f"the run's {stem.replace('_', ' ')} cannot be trained: {e}; {todo}") from None
             if Path(tok.model_path).resolve() != (tok_dir / f"{stem}.model").resolve():
                 tok.save(tok_dir / f"{stem}.model")
     if dist.is_available() and dist.is_initialized():
@@ -311,21 +318,50 @@ def _previous_checkpoint(config: TrainConfig, resume: bool, info: DistInfo) -> t
     Refuses a resume with nothing to resume, a new run into a folder that holds one, and a resume whose config
     or number of processes differs from the checkpoint's.
     """
-    checkpoints = Path(config.out_dir) / "checkpoints"
-    previous = resumable_checkpoint(checkpoints) if resume else latest_checkpoint(checkpoints)  # skips damaged ones
+    out = Path(config.out_dir)
+    checkpoints = out / "checkpoints"
+    for name, folder in (("checkpoints", True), ("tokenizer", True), ("metrics.csv", False)):
+        p = out / name
+        if (p.exists() or p.is_symlink()) and (p.is_dir() if folder else p.is_file()) is False:
+            raise ConfigError(f"{p} should be a {'folder' if folder else 'file'} of the run, but is not: move it "
+                              "away, or set another out_dir")
+    previous = resumable_checkpoint(checkpoints) if resume else None  # skips damaged ones
     if resume and previous is None:
         raise CheckpointNotFoundError(f"nothing to resume: no checkpoint under {checkpoints}; start without --resume")
-    if not resume and previous is not None:
-        raise RunExistsError(f"{checkpoints} already holds a run ({previous.name}): pass --resume to continue "
-                              "it, or set another out_dir")
+    held = [n for n in ("checkpoints", "tokenizer", "metrics.csv") if (out / n).exists()]
+    if not resume and held:
+        latest = _safe_latest(checkpoints)
+        raise RunExistsError(f"{out} already holds a run ({latest.name if latest else ', '.join(held)}): pass "
+                             "--resume to continue it, or set another out_dir")
     if previous is None:
         return None, None
     check_resume_compatible(config, _read_train_config(previous))
     state = load_training_state(previous)
+    _check_state(state, previous)
     if state["world_size"] != info.world_size:
         raise ConfigError(f"the checkpoint was written by {state['world_size']} process(es) but this run has "
                          f"{info.world_size}: resume with the same number, so each sees the same batches")
     return previous, state
+
+
+def _safe_latest(checkpoints: Path) -> Path | None:
+    try:
+        return latest_checkpoint(checkpoints)
+    except CheckpointError:  # a pointer that names no folder: the run is there all the same
+        return None
+
+
+_STATE_TYPES = {"step": int, "epoch": int, "batch": int, "world_size": int, "best_valid_loss": (int, float),
+                "elapsed_s": (int, float), "optimizer": dict, "scheduler": dict, "rng": list}
+
+
+def _check_state(state, checkpoint: Path) -> None:
+    """Refuse a training state that is JSON but not one a run wrote: a key missing, a number that is text."""
+    wrong = [k for k, t in _STATE_TYPES.items() if not isinstance(state, dict) or k not in state
+             or not isinstance(state[k], t) or isinstance(state[k], bool)]
+    if wrong or not all(isinstance(r, dict) and "cpu" in r for r in state["rng"]) or state["step"] < 0:
+        raise CheckpointError(f"{checkpoint / 'training_state.json'} is damaged ({', '.join(wrong) or 'rng'} missing "
+                              "or of the wrong type): resume from another checkpoint, or start a new run")
 
 
 def _run_data(config: TrainConfig, info: DistInfo, previous: Path | None, train_pairs, valid_pairs):
@@ -338,6 +374,10 @@ def _run_data(config: TrainConfig, info: DistInfo, previous: Path | None, train_
     src_tok, tgt_tok = _load_tokenizers(next(iter(tokenizer_files.values())).parent, shared=d.shared_vocab)
     train_set = TranslationDataset(train_pairs, src_tok, tgt_tok, d.max_len)
     valid_set = TranslationDataset(valid_pairs, src_tok, tgt_tok, d.max_len)
+    for split, pairs, dataset in (("training", train_pairs, train_set), ("validation", valid_pairs, valid_set)):
+        if len(dataset) == 0:
+            raise ConfigError(f"no {split} pair is left ({len(pairs)} read, every one empty or longer than "
+                              f"data.max_len={d.max_len} tokens): raise data.max_len, or check the corpus")
     return tokenizer_files, src_tok, tgt_tok, train_set, valid_set
 
 
@@ -361,9 +401,14 @@ def _run_model(config: TrainConfig, info: DistInfo, device: torch.device, src_to
         schedule = InverseSqrtSchedule(model_config.d_model, o.warmup_steps, o.lr_factor)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        _set_rng_state(state["rng"][info.rank], device)
+        try:
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            _set_rng_state(state["rng"][info.rank], device)
+        except (KeyError, ValueError, TypeError, IndexError, RuntimeError) as e:  # JSON of another shape
+            raise CheckpointError(f"{previous / 'training_state.json'} does not fit this model's optimiser "
+                                  f"({type(e).__name__}: {str(e)[:80]}): resume from another checkpoint, or start "
+                                  "a new run") from None
     net = model
     if info.world_size > 1:
         net = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -440,8 +485,9 @@ def _step(run: _Run, num_tokens: int, batch, b: int) -> tuple[StepStats, float]:
         raise NonFiniteLossError(
             f"training stopped at step {run.step + 1} (epoch {run.epoch + 1}, batch {b}): {e}. The step was not "
             f"applied and no checkpoint was written after it; the last good one is "
-            f"{run.saved_at or 'none (no checkpoint yet)'}. Lower optim.lr_factor, raise "
-            f"optim.warmup_steps or check the data, then --resume.") from None
+            f"{run.saved_at or 'none (no checkpoint yet)'}. Lower optim.lr_factor, raise optim.warmup_steps, raise "
+            f"optim.eps or check the data, then "
+            f"{'--resume' if run.saved_at else 'start again in a new out_dir'}.") from None
     run.step += 1
     tok_s = s.tokens / max(time.perf_counter() - tick, 1e-9)
     if run.log is not None:
