@@ -331,8 +331,9 @@ def _previous_checkpoint(config: TrainConfig, resume: bool, info: DistInfo) -> t
     held = [n for n in ("checkpoints", "tokenizer", "metrics.csv") if (out / n).exists()]
     if not resume and held:
         latest = _safe_latest(checkpoints)
-        raise RunExistsError(f"{out} already holds a run ({latest.name if latest else ', '.join(held)}): pass "
-                             "--resume to continue it, or set another out_dir")
+        where, what = (checkpoints, latest.name) if latest else (out, ", ".join(held))
+        raise RunExistsError(f"{where} already holds a run ({what}): pass --resume to continue it, or set another "
+                             "out_dir")
     if previous is None:
         return None, None
     check_resume_compatible(config, _read_train_config(previous))
