@@ -257,15 +257,15 @@ def test_a_run_stopped_by_max_steps_and_resumed_over_several_prunings_equals_an_
         tmp_path, course_data):
     """The resumed run writes a checkpoint every epoch and keeps two, so the checkpoint it resumed from is pruned
     two epochs later; every later checkpoint copies the tokenizer from the run's own tokenizer/ folder."""
-    straight = train(tiny(tmp_path, "straight", optim__epochs=8))
-    steps_per_epoch = straight.step // 8
-    stopped = tiny(tmp_path, "stopped", optim__epochs=8, optim__max_steps=2 * steps_per_epoch + 3)  # mid-epoch 3
+    straight = train(tiny(tmp_path, "straight", optim__epochs=6))
+    steps_per_epoch = straight.step // 6
+    stopped = tiny(tmp_path, "stopped", optim__epochs=6, optim__max_steps=2 * steps_per_epoch + 3)  # mid-epoch 3
     first = train(stopped)
     assert first.step == 2 * steps_per_epoch + 3
     resumed = train(dataclasses.replace(stopped, optim=dataclasses.replace(stopped.optim, max_steps=0)), resume=True)
-    assert resumed.step == straight.step and resumed.epoch == 8
+    assert resumed.step == straight.step and resumed.epoch == 6
     kept = sorted(p.name for p in (tmp_path / "stopped" / "checkpoints").glob("step-*"))
-    assert f"step-{first.step:08d}" not in kept and len(kept) <= 3  # pruned five epochs ago (best may stay)
+    assert f"step-{first.step:08d}" not in kept and len(kept) <= 3  # pruned three epochs ago (best may stay)
     a, b = weights(straight.out_dir), weights(stopped.out_dir)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert metrics_without_timings(stopped.out_dir) == metrics_without_timings(straight.out_dir)

@@ -36,6 +36,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
+RESTART_S = 120  # seconds the kernel may take to restart (a loaded machine); the run's --timeout starts after
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 
 
@@ -173,11 +174,16 @@ def run_all(page, base: str, notebook: str, path: Path, timeout: float) -> Run:
     page.click("text=Run", timeout=10_000)  # the menu bar
     page.click("text=Restart Kernel and Run All Cells…", timeout=10_000)
     page.click(".jp-Dialog button.jp-mod-accept", timeout=10_000)  # "Restart"
+    asked = time.time()
+    while _after_restart(page.evaluate("window.__kernel")) is None:  # the run's clock starts with the new kernel
+        if time.time() - asked > RESTART_S:
+            raise TimeoutError(f"{notebook}: the kernel did not restart within {RESTART_S} s of the click")
+        time.sleep(0.2)
     start, finished = time.time(), False
     while time.time() - start < timeout:
         run = _after_restart(page.evaluate("window.__kernel"))
         idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count() > 0
-        if run is not None and _finished(run, len(cells), idle):
+        if _finished(run, len(cells), idle):
             finished = True
             break
         time.sleep(0.5)
@@ -209,7 +215,8 @@ def report(notebook: str, run: Run, timeout: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds a notebook may run (default 600)")
+    parser.add_argument("--timeout", type=float, default=600,
+                        help="seconds a notebook may run, counted from its kernel's restart (default 600)")
     args = parser.parse_args()
     paths = [Path(nb).resolve() for nb in args.notebooks]
     missing = [nb for nb, p in zip(args.notebooks, paths) if not p.is_file()]
