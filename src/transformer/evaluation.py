@@ -17,7 +17,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from .decoding import decoding_settings, translate
 from .errors import InputError
-from .files import atomic_write_bytes
+from .files import atomic_write_bytes, create_folder
 
 # %% ../../notebooks/12_evaluation.ipynb #7189229f
 @dataclass
@@ -96,9 +96,9 @@ def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
         target = out / name
         if (target.exists() or target.is_symlink()) and not target.is_file():
             raise InputError(f"{target} exists and is not a file: move it away, or give another out_dir")
-    top = None if out.exists() else next(p for p in [out, *out.parents] if p.parent.exists() or p.parent == p)
+    top = None
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        top = create_folder(out)
         tempfile.TemporaryFile(dir=out).close()  # a probe: removed as it closes
     except OSError as e:
         if top is not None:

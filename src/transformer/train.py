@@ -32,7 +32,7 @@ from .checkpoints import (_load_tokenizers, _load_weights, _prune_checkpoints, _
                                      resumable_checkpoint, save_checkpoint)
 from .config import _NO_SPACES, DataConfig, TrainConfig, check_resume_compatible
 from .data import TokenBudgetBatchSampler, TranslationDataset, collate
-from .files import atomic_write_bytes, atomic_write_text, read_regular_file
+from .files import atomic_write_bytes, atomic_write_text, create_folder, read_regular_file
 from .corpora import split_pairs_for
 from .errors import CheckpointError, CheckpointNotFoundError, ConfigError, RunExistsError, TransformerError
 from .distributed import DistInfo, _all_reduce_sum, _gather_rng_states, select_device
@@ -250,20 +250,12 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
 # %% ../../notebooks/95_training_run.ipynb #921bc592
 def _make_run_folder(out: Path) -> Path | None:
     """Create `out` (and its missing parents); return the topmost folder created, None if `out` existed."""
-    if out.is_dir():
-        return None
-    if out.exists():
+    if out.exists() and not out.is_dir():
         raise ConfigError(f"out_dir={out} is a file, not a folder: set another out_dir")
-    top = out
-    while not top.parent.exists():
-        top = top.parent
     try:
-        out.mkdir(parents=True)
-    except FileExistsError:  # another run made it a moment ago: the lock decides which of the two goes on
-        return None
+        return create_folder(out)  # made a moment ago by another run: the lock decides which of the two goes on
     except OSError as e:
         raise ConfigError(f"out_dir={out} cannot be created: {e.strerror}") from None
-    return top
 
 
 def _lock_holder(folder: Path) -> str:
