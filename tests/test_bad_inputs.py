@@ -434,7 +434,7 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
     ("translate --device xpu", run_model("translate", "--model", "{model}", "--device", "xpu", SENTENCE), None,
      "device='xpu'"),
     ("translate --alpha 1000", run_model("translate", "--model", "{model}", "--alpha", "1000", SENTENCE), None,
-     "alpha=1000.0: the length penalty's exponent must be a number from 0 to 10"),
+     "--alpha must be a finite number >= 0 and at most 10 (0: no length penalty), got 1000.0"),
     ("decoding.json alpha 1000", decoding_json('{"beam_size": 4, "alpha": 1000}'), None, "alpha=1000"),
     ("decoding.json nested 30,000 deep", decoding_json("[" * 30_000 + "]" * 30_000), None,
      "decoding.json is damaged, not JSON"),
@@ -631,6 +631,8 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
     ("weight_decay = 1e300", config_case(optim__weight_decay=1e300), "optim.weight_decay=1e+300 must be a number"),
     ("eps = 5e-324", config_case(optim__eps=5e-324), "must be from 1e-30"),
     ("data.max_len = 2 drops every pair", config_case(data__max_len=2), "no training pair is left"),
+    ("the same, in an out_dir that was there: its tokenizer/ goes again", lambda w, r: folder(w / "out") and
+     config_case(data__max_len=2)(w, r), "no training pair is left"),
     ("a vocabulary smaller than the characters", config_case(data__vocab_size=5), "raise data.vocab_size"),
     ("a config nested 100,000 deep", config_text(b"a = " + b"[" * 100_000 + b"]" * 100_000),
      "nests its arrays or tables too deeply"),

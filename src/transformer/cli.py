@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .config import TrainConfig
 from .checkpoints import SHIPPED_MODELS, evaluate_checkpoint, load_translator
-from .decoding import translate
+from .decoding import MAX_ALPHA, translate
 from .distributed import select_device
 from .onnx_export import export_onnx
 from .errors import InputError, TransformerError
@@ -68,8 +68,9 @@ def _positive(name: str, value: int) -> int:
 
 
 def _length_penalty(value: float | None) -> float | None:
-    if value is not None and not (math.isfinite(value) and value >= 0):
-        raise CommandError(f"--alpha must be a finite number >= 0 (0: no length penalty), got {value}")
+    if value is not None and not (math.isfinite(value) and 0 <= value <= MAX_ALPHA):
+        raise CommandError(f"--alpha must be a finite number >= 0 and at most {MAX_ALPHA:g} (0: no length penalty), "
+                           f"got {value}")
     return value
 
 
@@ -217,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="*", help="sentences to translate; none: read standard input, one per line")
     p.add_argument("--model", default=SHIPPED_MODELS[0], help=model_help + f" (default {SHIPPED_MODELS[0]})")
     p.add_argument("--beam", type=int, help="beam size; 1 is greedy decoding (default: the model's decoding.json, else 4)")
-    p.add_argument("--alpha", type=float, help="length penalty exponent, >= 0 (default: the model's decoding.json, "
+    p.add_argument("--alpha", type=float, help="length penalty exponent, 0 to 10 (default: the model's decoding.json, "
                    "else 0.6)")
     p.add_argument("--max-len", type=int, help="at most this many output tokens per sentence "
                    "(default: 1.5 x the source length + 10)")
@@ -229,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=SHIPPED_MODELS[0], help=model_help)
     p.add_argument("--split", required=True, help="e.g. test_2016_flickr or val (Multi30k), test (Tatoeba)")
     p.add_argument("--beam", type=int, help="beam size; 1 is greedy decoding (default: the model's decoding.json, else 4)")
-    p.add_argument("--alpha", type=float, help="length penalty exponent, >= 0 (default: the model's decoding.json, "
+    p.add_argument("--alpha", type=float, help="length penalty exponent, 0 to 10 (default: the model's decoding.json, "
                    "else 0.6)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default 64)")
     p.add_argument("--limit", type=int, default=0, help="score only the first N sentences (default 0: all of them)")

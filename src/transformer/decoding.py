@@ -218,24 +218,26 @@ def beam_search(model: Transformer, src: Tensor, *, beam_size: int = 4, alpha: f
     return [hyps[:n_best] for hyps in finished]
 
 
-MAX_ALPHA = 10.0  # a length penalty exponent beyond this only overflows: lp(L) = ((5 + L) / 6) ** alpha
+MAX_ALPHA = 10.0  # a practical bound: 0.6 to 1.5 are usual, and beyond 10 lp(L) swamps log P (lp(127) ~ 2.7e13)
 
 
 def check_decoding(beam_size: int, alpha: float, vocab_size: int) -> None:
-    """Refuse a beam that is not an integer from 1 to the target vocabulary's size, or a length penalty exponent
-    that is not a finite number >= 0 (a NaN exponent would make every score NaN: none could win)."""
+    """Refuse a beam that is not an integer from 1 to the target vocabulary's size (a wider one has nothing to hold
+    at the first step), or a length penalty exponent that is not a number from 0 to `MAX_ALPHA` (a NaN exponent
+    would make every score NaN, so that none could win)."""
     if not _integer(beam_size) or not 1 <= beam_size <= vocab_size:
         raise InputError(f"beam_size={beam_size!r}: give an integer from 1 (greedy decoding) to the target "
                          f"vocabulary's {vocab_size} pieces; beams of 4 to 8 are usual")
-    if not _real(alpha) or not 0 <= alpha <= MAX_ALPHA:  # beyond, ((5 + L) / 6) ** alpha overflows a float
+    if not _real(alpha) or not 0 <= alpha <= MAX_ALPHA:  # a NaN makes every score NaN; a huge one overflows lp
         raise InputError(f"alpha={alpha!r}: the length penalty's exponent must be a number from 0 to {MAX_ALPHA} "
                          "(0.6 to 1.5 are usual)")
 
 
 def _beam_bytes(model: Transformer, B: int, S: int, k: int, steps: int) -> int:
     """About the most memory beam search holds: per row (B * k of them) the next-token scores and their sums
-    (3 x V floats) and the key/value cache of every decoder layer (self-attention up to `steps` positions,
-    cross-attention over S), in float32."""
+    (3 x V floats) and the keys and values of every decoder layer (self-attention up to `steps` positions,
+    cross-attention over S), twice: reordering the rows for the beams copies the cache while the old one is
+    alive. In float32; the model's own activations are not counted, so passing is no guarantee."""
     c = model.config
     per_row = 3 * c.tgt_vocab_size + 2 * 2 * c.num_decoder_layers * (steps + S) * c.d_model
     return 4 * B * k * per_row
@@ -323,7 +325,7 @@ def decoding_settings(checkpoint) -> dict:
         check_decoding(settings.get("beam_size"), settings.get("alpha"), checkpoint.model.config.tgt_vocab_size)
     except InputError as e:
         raise CheckpointError(f"{path} must hold {{\"beam_size\": an integer from 1 to the target vocabulary's size, "
-                              f"\"alpha\": a number >= 0}}, got {chosen!r:.80} ({e}): fix it, or delete it to decode "
+                              f"\"alpha\": a number from 0 to {MAX_ALPHA:g}}}, got {chosen!r:.80} ({e}): fix it, or delete it to decode "
                               f"with {DEFAULT_DECODING}") from None
     return settings
 
@@ -360,7 +362,8 @@ def translate(checkpoint, sentences: Sequence[str], *, beam_size: int | None = N
     gives an empty output without touching the model. A sentence longer than the model's `max_len` tokens
     is cut to fit, and `on_truncate(index, tokens, kept)` is told (by default a `UserWarning` names it). A
     `sentences` that is one string rather than a list of them, a beam that is not an integer from 1 to the target
-    vocabulary's size, a negative or non-finite `alpha`, or a beam whose memory the machine lacks raises `InputError`.
+    vocabulary's size, an `alpha` outside 0 to `MAX_ALPHA`, or a beam whose estimated memory exceeds the free memory
+    raises `InputError`.
     """
     sentences = _checked_sentences(checkpoint, sentences, batch_size)
     settings = decoding_settings(checkpoint)

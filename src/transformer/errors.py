@@ -8,8 +8,8 @@ class TransformerError(Exception):
     """Base of the package's own errors: something a user gave (a setting, a file, a text) cannot work.
 
     Each is raised where the problem is found, with one sentence that says what is wrong and what to do.
-    The command line turns these, and only these, into one `error: ...` line and exit status 2: any other
-    exception is a bug and keeps its traceback.
+    The command line turns these (and an `OSError` about a file the user named) into one `error: ...` line and
+    exit status 2: any other exception is a bug and keeps its traceback.
     """
 
 

@@ -272,32 +272,54 @@ def _lock_holder(folder: Path) -> str:
     return "another process"
 
 
+def _lock(out: Path) -> int | None:
+    """An exclusive lock on the folder `out` (its file descriptor, to close when the run ends), or None where
+    there is no lock to take."""
+    if fcntl is None:  # Windows has no flock: there the lock is left out
+        return None
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(f"out_dir={out} is in use by another training run ({_lock_holder(out)}): wait for it "
+                          "to end, or set another out_dir") from None
+    except OSError as e:  # NFS emulates flock with a POSIX lock, which a folder opened read-only cannot take
+        os.close(fd)
+        print(f"warning: out_dir={out} cannot be locked ({e.strerror}): a second run into it would not be stopped",
+              file=sys.stderr)
+        return None
+    return fd
+
+
 @contextlib.contextmanager
 def _run_folder(out: Path, info: DistInfo):
     """Create `out` if needed and hold an exclusive lock on it while the run lasts (process 0 does both).
 
     The lock is the operating system's (`flock` on the folder itself): it goes with the process, so a run that
     is killed never leaves a stale lock, and no file is written for it. A second run into the same folder stops
-    with one line naming the process that holds it. If the run is refused before it wrote a checkpoint, the
-    folders it created are removed again: a rejected run leaves nothing behind.
+    with one line naming the process that holds it. Windows has no `flock`, and a file system that cannot lock
+    a folder (NFS) is named in a warning: there the run goes on unlocked. If the run is refused before it wrote a
+    checkpoint, what it made is removed again (the folders it created, or its tokenizer/ and metrics.csv in a
+    folder that was there before): a rejected run leaves nothing behind.
     """
     if not info.is_main:
         yield
         return
     created = _make_run_folder(out)
+    had = {n for n in ("tokenizer", "metrics.csv") if (out / n).exists()}
     fd = None
     try:
-        if fcntl is not None:  # Windows has no flock: there the lock is left out
-            fd = os.open(out, os.O_RDONLY)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise ConfigError(f"out_dir={out} is in use by another training run ({_lock_holder(out)}): wait for "
-                                  "it to end, or set another out_dir") from None
+        fd = _lock(out)
         yield
     except TransformerError:
-        if created is not None and not (out / "checkpoints").exists():
-            shutil.rmtree(created, ignore_errors=True)
+        if not (out / "checkpoints").exists():
+            made = [created] if created is not None else [out / n for n in ("tokenizer", "metrics.csv") if n not in had]
+            for path in made:
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
         raise
     finally:
         if fd is not None:
