@@ -41,6 +41,7 @@ from transformer.checkpoints import load_translator
 from transformer.errors import (CheckpointError, CheckpointNotFoundError, ConfigError, CorpusError, InputError,
                                 RunExistsError, TransformerError)
 from transformer.decoding import translate
+from transformer.metrics import read_metrics
 from transformer.model import TransformerConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -645,6 +646,15 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
     ("out_dir holds a run without pointers", lambda w, r: existing_run()(w, r) and
      [(w / "out" / "checkpoints" / p).unlink() for p in ("latest", "best")] and config_case()(w, r),
      "already holds a run (checkpoints, tokenizer, metrics.csv)"),
+    ("out_dir is a folder of the user's files", lambda w, r: folder(w / "mine") and (w / "mine" / "notes.txt")
+     .write_text("mine") and with_args("--out-dir", w / "mine")(w, r), "holds files that are not a run's (notes.txt)"),
+    ("out_dir with a NUL byte", config_case(out_dir="runs/a\0b"), "a path holds no NUL byte and is not empty"),
+    ("tsv train_files ['']", config_case(data__corpus="tsv", data__train_files=[""], data__valid_files=[""]),
+     "data.train_files[0]=''"),
+    ("a target vocabulary too small", config_case(data__shared_vocab=False, model__share_embeddings=False,
+                                                   data__tgt_vocab_size=5), "raise data.tgt_vocab_size"),
+    ("out_dir a link to nothing", lambda w, r: link(w / "dangling", str(w / "nothing")) and
+     with_args("--out-dir", w / "dangling")(w, r), "is a link to nothing"),
     ("out_dir/checkpoints is a file", lambda w, r: folder(w / "out") and (w / "out" / "checkpoints").write_text("x")
      and config_case()(w, r), "checkpoints should be a folder of the run"),
     ("out_dir/metrics.csv is a folder", lambda w, r: folder(w / "out") and folder(w / "out" / "metrics.csv")
@@ -995,6 +1005,8 @@ def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(tiny_run):
 
 def api_cases(ckpt, onnx_dir: Path | None):
     from transformer import OnnxTranslator, attention, beam_search, greedy_decode, tiled_attention, translate
+    from transformer.checkpoints import evaluate_checkpoint
+    from transformer.evaluation import evaluate_pairs
     src = torch.tensor([[5, 6, 7]])
     q = torch.randn(5)
     cases = [
@@ -1052,6 +1064,17 @@ def api_cases(ckpt, onnx_dir: Path | None):
         ("tiled_attention, block 2.5", lambda: tiled_attention(f32, f32, f32, block=2.5), ValueError,
          "block=2.5: a block is an integer number of keys"),
         ("TrainConfig(seed='0')", lambda: TrainConfig(seed="0"), ConfigError, "seed must be int, got '0'"),
+        ("evaluate_pairs, a split that is a path", lambda: evaluate_pairs(ckpt, [(SENTENCE, "A dog.")], "../../x"),
+         InputError, "split='../../x' names the files written"),
+        ("evaluate_pairs, no pairs", lambda: evaluate_pairs(ckpt, [], "x"), InputError, "pairs is empty"),
+        ("evaluate_pairs, a pair of one", lambda: evaluate_pairs(ckpt, [(SENTENCE,)], "x"), InputError,
+         "pairs must be (source, reference) pairs of strings"),
+        ("evaluate_checkpoint of a name", lambda: evaluate_checkpoint("multi30k-de-en", "val"), InputError,
+         "checkpoint must be a loaded model"),
+        ("evaluate_checkpoint limit=2.5", lambda: evaluate_checkpoint(ckpt, "val", limit=2.5), InputError,
+         "limit=2.5 must be an integer >= 0"),
+        ("load_checkpoint pointer='nosuch'", lambda: load_checkpoint(ckpt.path, pointer="nosuch"), InputError,
+         "pointer='nosuch': a run's checkpoints are named by 'latest' or 'best'"),
         ("TrainConfig(model=[])", lambda: TrainConfig(model=[]), ConfigError, "model must be dict"),
     ]
     if onnx_dir is not None:
@@ -1104,7 +1127,10 @@ def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(tiny_
                ("translator.json", fifo, "translator.json is a named pipe"),
                ("source.model", lambda p: link(p, "/dev/zero"), "source.model is a character device"),
                ("encoder.onnx", lambda p: p.write_bytes(b"garbage"), "encoder.onnx is not an ONNX graph"),
-               ("decoder.onnx", lambda p: p.unlink(), "decoder.onnx is missing")]
+               ("decoder.onnx", lambda p: p.unlink(), "decoder.onnx is missing"),
+               ("translator.json", lambda p: edit_json(p, max_len="128"), "holds settings no export writes"),
+               ("translator.json", lambda p: edit_json(p, bos_id=10**6), "holds settings no export writes"),
+               ("translator.json", lambda p: edit_json(p, max_len_a=math.nan), "holds settings no export writes")]
     for i, (name, damage, phrase) in enumerate(damages):
         copy = tmp_path / f"damaged-{i}"
         shutil.copytree(good, copy)
@@ -1146,10 +1172,24 @@ def test_ctrl_c_during_training_ends_with_one_line_and_the_run_resumes(tmp_path,
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130 and err.decode().strip().splitlines()[-1] == (
-        "interrupted; `--resume` continues from its last checkpoint"), err.decode()
+        "interrupted; `--resume` continues from the last checkpoint, if one was written (if not, start again)"), \
+        err.decode()
     assert "Traceback" not in err.decode()
     step = load_training_state(latest(Path(data["out_dir"])))["step"]
     resumed = cli_process(["train", "--config", config, "--resume", "--max-steps", str(step + 1), "--no-progress"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0 and f"done: step {step + 1}" in out.decode(), err.decode()
+
+
+def test_a_run_killed_before_its_first_checkpoint_leaves_a_folder_a_new_run_can_start_in(tmp_path, course_data):
+    """SIGTERM or a power cut before the first checkpoint leaves tokenizer/ and metrics.csv and no checkpoint:
+    --resume has nothing to resume, so a new run must be allowed to start over them."""
+    from transformer.train import train
+    from test_train import tiny
+    out = tmp_path / "run"
+    (out / "tokenizer").mkdir(parents=True)
+    (out / "tokenizer" / "tokenizer.model").write_bytes(b"half")
+    (out / "metrics.csv").write_text("kind,step\nstep,1\n")
+    result = train(tiny(tmp_path, "run", optim__max_steps=3))
+    assert result.step == 3 and len([r for r in read_metrics(out) if r["kind"] == "step"]) == 3

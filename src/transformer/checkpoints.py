@@ -281,6 +281,9 @@ def _stored_tensors(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
         check_regular_file(path, error=CheckpointError)  # safetensors would wait forever on a named pipe
         with safe_open(str(path), framework="pt") as f:
             return {k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape())) for k in f.keys()}
+    except FileNotFoundError:  # gone between finding and reading: a training run pruned it
+        raise CheckpointError(f"{path} disappeared while it was read (a training run pruning its old checkpoints?): "
+                              "try again") from None
     except (SafetensorError, OSError) as e:  # missing, truncated, or not safetensors at all
         raise CheckpointError(f"{path} cannot be read ({e}): the file is damaged or was cut short; copy it again, "
                               "or use another checkpoint") from None
@@ -420,7 +423,10 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", pointe
     raises `CheckpointError`, naming the file.
     """
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
-        raise InputError(f"path={path!r}: give a run's folder, a checkpoint folder or a shipped model's name")
+        raise InputError(f"path={path!r}: give a run's folder or a checkpoint folder (load_translator also takes a "
+                         "shipped model's name)")
+    if pointer not in ("latest", "best"):
+        raise InputError(f"pointer={pointer!r}: a run's checkpoints are named by 'latest' or 'best'")
     device = check_device(device)
     directory = resolve_checkpoint(path, pointer)
     model_config = _read_model_config(directory)
@@ -493,6 +499,8 @@ def evaluate_checkpoint(checkpoint, split: str, **options) -> dict:
     `options` are those of `transformer.evaluation.evaluate_pairs` (beam_size, alpha, batch_size, out_dir, limit),
     which does the work; `transformer evaluate` calls this.
     """
+    if not hasattr(checkpoint, "train_config"):
+        raise InputError(f"checkpoint must be a loaded model (load_translator(...)), got {type(checkpoint).__name__}")
     return evaluate_pairs(checkpoint, split_pairs_for(checkpoint.train_config.data, split), split, **options)
 
 # %% ../../notebooks/93_checkpoints.ipynb #8a65a530

@@ -279,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e.filename}: {e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: what a training run has saved is safe, --resume continues from it
-        hint = "; `--resume` continues from its last checkpoint" if args.command == "train" else ""
+        hint = ("; `--resume` continues from the last checkpoint, if one was written (if not, start again)"
+                if args.command == "train" else "")
         print(f"interrupted{hint}", file=sys.stderr)
         return 128 + 2

@@ -202,9 +202,18 @@ class TrainConfig:
                 raise ConfigError(f"unknown setting {key!r} in [model]; the known settings are {known}")
             self.model[key] = _check_type(value, model_fields[key], f"model.{key}")
 
+    def _paths(self) -> list[tuple[str, str | None]]:
+        """Every path the config names, with where: out_dir, data.data_dir, data.train_files[i], ..."""
+        d = self.data
+        return ([("out_dir", self.out_dir), ("data.data_dir", d.data_dir)]
+                + [(f"data.train_files[{i}]", p) for i, p in enumerate(d.train_files)]
+                + [(f"data.valid_files[{i}]", p) for i, p in enumerate(d.valid_files)])
+
     def _run_checks(self) -> list[tuple[bool, str]]:
         return [
             (str(self.out_dir).strip() != "", "out_dir is empty: name the folder the run writes to"),
+            *[(not (isinstance(p, str) and ("\0" in p or (where != "data.data_dir" and p is not None and not p.strip()))),
+               f"{where}={p!r}: a path holds no NUL byte and is not empty") for where, p in self._paths()],
             (0 <= self.seed < 2**63, f"seed={self.seed} must be in [0, 2**63)"),
             (self.precision in _PRECISIONS, f"precision={self.precision!r} must be one of {list(_PRECISIONS)}"),
             (self.log_every > 0 and self.save_every >= 0 and self.keep_last >= 1,

@@ -5,6 +5,7 @@ __all__ = ['Score', 'corpus_bleu', 'corpus_chrf', 'group_references', 'evaluate_
 
 # %% ../../notebooks/12_evaluation.ipynb #b8fc908f
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -86,6 +87,9 @@ def group_references(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[
     return list(grouped), list(grouped.values())
 
 # %% ../../notebooks/12_evaluation.ipynb #b8cc869b
+_SPLIT_NAME = re.compile(r"\w[\w.-]*")  # a file name's stem: no separator, never "." or ".."
+
+
 def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
     """Make sure `out` is a folder this process can write into: create it (and its missing parents) and write a
     probe file, and check that the `names` it will write there are files or absent. Returns the topmost folder it
@@ -121,8 +125,16 @@ def evaluate_pairs(checkpoint, pairs: Sequence[tuple[str, str]], split: str, *, 
     `<split>.json` there. `limit` > 0 keeps only the first `limit` unique sources (0: all of them). Beam size and
     length penalty default to the model's recommendation (`decoding_settings`).
     """
-    if limit < 0:
-        raise InputError(f"limit={limit} must be >= 0 (0: every sentence)")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InputError(f"limit={limit!r} must be an integer >= 0 (0: every sentence)")
+    if not isinstance(split, str) or not _SPLIT_NAME.fullmatch(split):
+        raise InputError(f"split={split!r} names the files written (<split>.hyp, <split>.json): give a plain name "
+                         "such as val or test_2016_flickr, without a path")
+    if isinstance(pairs, (str, bytes)) or not all(
+            isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in pairs):
+        raise InputError("pairs must be (source, reference) pairs of strings")
+    if not pairs:
+        raise InputError("pairs is empty: there is nothing to score")
 
     settings = decoding_settings(checkpoint)  # the model's recommended beam size and length penalty
     beam_size = settings["beam_size"] if beam_size is None else beam_size

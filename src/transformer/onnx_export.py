@@ -7,6 +7,7 @@ __all__ = ['OPSET', 'FORMAT', 'EncoderGraph', 'DecoderGraph', 'weights_sha256', 
 import hashlib
 import inspect
 import json
+import math
 import warnings
 from pathlib import Path
 
@@ -180,9 +181,18 @@ def _read_export(d: Path) -> dict:
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise InputError(f"{d / 'translator.json'} is damaged ({type(e).__name__}): export again") from None
     missing = [k for k in _META_KEYS if not isinstance(meta, dict) or k not in meta]
-    if missing or meta.get("format") != FORMAT:
+    if missing or meta.get("format") != FORMAT or type(meta.get("format")) is not int:
         raise InputError(f"{d / 'translator.json'} is not an export of format {FORMAT} (missing {missing}): export "
                          "again with `transformer export-onnx`")
+    vocab = meta.get("tgt_vocab_size", 0)
+    ids_ok = all(type(meta[k]) is int and 0 <= meta[k] < (vocab if type(vocab) is int and vocab > 0 else 2**31)
+                 for k in ("pad_id", "bos_id", "eos_id"))
+    a, b, n = meta["max_len_a"], meta["max_len_b"], meta["max_len"]
+    limits_ok = (type(a) in (int, float) and math.isfinite(a) and a >= 0 and type(b) is int and b >= 1
+                 and type(n) is int and 2 <= n <= 1 << 20)
+    if not (ids_ok and limits_ok):
+        raise InputError(f"{d / 'translator.json'} holds settings no export writes (special ids within the "
+                         "vocabulary, max_len_a >= 0, integers max_len_b >= 1 and max_len >= 2): export again")
     for name in ("encoder.onnx", "decoder.onnx"):
         _export_file(d / name, 4 << 30)  # present and a regular file: onnxruntime reads it then
     return meta

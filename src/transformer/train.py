@@ -158,8 +158,11 @@ def _tokenizers_for_run(config: TrainConfig, train_pairs, tok_dir: Path, info: D
             try:
                 tok = train_tokenizer(sentences, str(tok_dir / stem), size, add_dummy_prefix=lang not in _NO_SPACES)
             except ValueError as e:  # no sentences at all, too few for the vocabulary, or too many characters
-                todo = ("raise data.vocab_size: the corpus has more distinct characters than that"
-                        if "required_chars" in str(e) else "lower data.vocab_size or train on more pairs")
+                setting = "data.tgt_vocab_size" if stem == "tgt_tokenizer" else "data.vocab_size"
+                todo = (f"raise {setting}: the corpus has more distinct characters than that"
+                        if "required_chars" in str(e) else
+                        "check the training files: they hold no sentence" if "no non-empty" in str(e) else
+                        f"lower {setting} or train on more pairs")
                 raise ConfigError(f"the run's {stem.replace('_', ' ')} cannot be trained: {e}; {todo}") from None
             if Path(tok.model_path).resolve() != (tok_dir / f"{stem}.model").resolve():
                 tok.save(tok_dir / f"{stem}.model")
@@ -250,6 +253,8 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
 # %% ../../notebooks/95_training_run.ipynb #921bc592
 def _make_run_folder(out: Path) -> Path | None:
     """Create `out` (and its missing parents); return the topmost folder created, None if `out` existed."""
+    if out.is_symlink() and not out.exists():
+        raise ConfigError(f"out_dir={out} is a link to nothing: remove it, or set another out_dir")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out_dir={out} is a file, not a folder: set another out_dir")
     try:
@@ -312,7 +317,7 @@ def _run_folder(out: Path, info: DistInfo):
     try:
         fd = _lock(out)
         yield
-    except TransformerError:
+    except BaseException:  # refused, a bug, or Ctrl-C before the first checkpoint: nothing half-made stays
         if not (out / "checkpoints").exists():
             made = [created] if created is not None else [out / n for n in ("tokenizer", "metrics.csv") if n not in had]
             for path in made:
@@ -342,8 +347,13 @@ def _previous_checkpoint(config: TrainConfig, resume: bool, info: DistInfo) -> t
     previous = resumable_checkpoint(checkpoints) if resume else None  # skips damaged ones
     if resume and previous is None:
         raise CheckpointNotFoundError(f"nothing to resume: no checkpoint under {checkpoints}; start without --resume")
+    saved = (checkpoints.is_dir() and any(checkpoints.iterdir()))  # tokenizer/ and metrics.csv alone: never saved
     held = [n for n in ("checkpoints", "tokenizer", "metrics.csv") if (out / n).exists()]
-    if not resume and held:
+    others = sorted(p.name for p in out.iterdir() if p.name not in _RUN_FILES) if out.is_dir() else []
+    if not resume and others:
+        raise ConfigError(f"out_dir={out} holds files that are not a run's ({', '.join(others[:3])}"
+                          f"{', ...' if len(others) > 3 else ''}): give a new or empty folder")
+    if not resume and saved:
         latest = _safe_latest(checkpoints)
         where, what = (checkpoints, latest.name) if latest else (out, ", ".join(held))
         raise RunExistsError(f"{where} already holds a run ({what}): pass --resume to continue it, or set another "
@@ -357,6 +367,9 @@ def _previous_checkpoint(config: TrainConfig, resume: bool, info: DistInfo) -> t
         raise ConfigError(f"the checkpoint was written by {state['world_size']} process(es) but this run has "
                          f"{info.world_size}: resume with the same number, so each sees the same batches")
     return previous, state
+
+
+_RUN_FILES = ("checkpoints", "tokenizer", "metrics.csv", "tensorboard")  # what a run writes into its out_dir
 
 
 def _safe_latest(checkpoints: Path) -> Path | None:
