@@ -246,7 +246,7 @@ def main() -> int:
     failed = False
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_for(f"{base}/lab", 120)
+        wait_for(f"{base}/lab", 300)  # a loaded machine (the test suite beside it) starts JupyterLab slowly
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
             for path in paths:
