@@ -1076,6 +1076,12 @@ def api_cases(ckpt, onnx_dir: Path | None):
         ("load_checkpoint pointer='nosuch'", lambda: load_checkpoint(ckpt.path, pointer="nosuch"), InputError,
          "pointer='nosuch': a run's checkpoints are named by 'latest' or 'best'"),
         ("TrainConfig(model=[])", lambda: TrainConfig(model=[]), ConfigError, "model must be dict"),
+        ("TrainConfig.from_json(None)", lambda: TrainConfig.from_json(None), ConfigError,
+         "a config in JSON is text, got NoneType"),
+        ("TrainConfig.from_json, a 5,000-digit seed", lambda: TrainConfig.from_json('{"seed": ' + "9" * 5000 + "}"),
+         ConfigError, "not valid JSON: ValueError: Exceeds the limit"),
+        ("TrainConfig.from_toml(None)", lambda: TrainConfig.from_toml(None), ConfigError,
+         "a config file is a path, got NoneType"),
     ]
     if onnx_dir is not None:
         onnx = OnnxTranslator(onnx_dir)

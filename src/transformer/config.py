@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import json
 import math
+import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -302,9 +303,11 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, text: str) -> "TrainConfig":
+        if not isinstance(text, (str, bytes)):
+            raise ConfigError(f"a config in JSON is text, got {type(text).__name__}")
         try:
             data = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as e:
+        except (ValueError, RecursionError) as e:  # not JSON; an integer of thousands of digits
             raise ConfigError(f"not valid JSON: {type(e).__name__}: {str(e)[:80]}") from None
         return cls.from_dict(data)
 
@@ -315,6 +318,8 @@ class TrainConfig:
             import tomllib
         except ModuleNotFoundError:  # Python 3.10
             import tomli as tomllib
+        if not isinstance(path, (str, os.PathLike)):
+            raise ConfigError(f"a config file is a path, got {type(path).__name__}")
         path = Path(path)
         if not path.exists():
             raise ConfigError(f"config file {path} does not exist (the configs live in configs/*.toml)")
