@@ -37,7 +37,12 @@ from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 RESTART_S = 120  # seconds the kernel may take to restart (a loaded machine); the run's --timeout starts after
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+ARGS = ["--no-sandbox", "--no-proxy-server", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+
+
+LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # our own server: never through a proxy
+# (http_proxy in the environment would otherwise send even 127.0.0.1 to it; a dead proxy, as the course's
+# offline tests set, then makes JupyterLab look as if it never started)
 
 
 def free_port() -> int:
@@ -50,7 +55,7 @@ def wait_for(url: str, seconds: float) -> None:
     end = time.time() + seconds
     while time.time() < end:
         try:
-            urllib.request.urlopen(url, timeout=2)
+            LOCAL.open(url, timeout=2)
             return
         except OSError:
             time.sleep(1)
@@ -91,7 +96,7 @@ def kernel_of(base: str, notebook: str, seconds: float = 60) -> str:
     """The id of the kernel the server runs for `notebook` (its session, from the server's REST API)."""
     end = time.time() + seconds
     while time.time() < end:
-        sessions = json.load(urllib.request.urlopen(f"{base}/api/sessions", timeout=5))
+        sessions = json.load(LOCAL.open(f"{base}/api/sessions", timeout=5))
         for s in sessions:
             if s.get("path") == notebook and s.get("kernel"):
                 return s["kernel"]["id"]
@@ -246,7 +251,7 @@ def main() -> int:
     failed = False
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_for(f"{base}/lab", 300)  # a loaded machine (the test suite beside it) starts JupyterLab slowly
+        wait_for(f"{base}/lab", 120)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
             for path in paths:
