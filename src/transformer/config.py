@@ -284,12 +284,16 @@ class TrainConfig:
         for where, value in counts + [(f"model.{k}", v) for k, v in self.model.items() if type(v) is int]:
             if where != "seed" and value >= 2**31:
                 raise ConfigError(f"{where}={value} is too large: the most is 2**31 - 1")
-        d = self.data
-        try:  # chapter 8's checks (d_model divisible by num_heads, ...), with the largest vocabularies the run can get
-            TransformerConfig(src_vocab_size=d.vocab_size, tgt_vocab_size=d.tgt_vocab_size or d.vocab_size,
-                              **self.model)
+        try:  # chapter 8's checks (d_model divisible by num_heads, ...)
+            self.largest_model()
         except ValueError as e:
             raise ConfigError(f"model.{e}") from None
+
+    def largest_model(self) -> TransformerConfig:
+        """The model `[model]` describes, with the largest vocabularies the run's tokenizers can get."""
+        d = self.data
+        return TransformerConfig(src_vocab_size=d.vocab_size, tgt_vocab_size=d.tgt_vocab_size or d.vocab_size,
+                                 **self.model)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -104,8 +104,9 @@ def _check_src(model: Transformer, src: Tensor) -> None:
         hint = ": for one sentence use src[None]" if isinstance(src, Tensor) and src.dim() == 1 else ""
         raise InputError(f"src must be a (B, S) tensor of token ids (int64), got {shown}{hint}")
     V = model.config.src_vocab_size
-    if src.numel() and not (0 <= int(src.min()) and int(src.max()) < V):
-        bad = int(src.min()) if int(src.min()) < 0 else int(src.max())
+    lo, hi = (int(src.min()), int(src.max())) if src.numel() else (0, 0)
+    if not 0 <= lo <= hi < V:
+        bad = lo if lo < 0 else hi
         raise InputError(f"src holds token id {bad}, outside the source vocabulary (ids 0 to {V - 1}): encode the "
                          "sentences with the model's own source tokenizer")
     if src.shape[1] > model.config.max_len:
@@ -117,8 +118,7 @@ def _check_src(model: Transformer, src: Tensor) -> None:
 
 
 def _start(model: Transformer, src: Tensor, use_cache: bool):
-    """Encode src (B, S) once and return the decoder state to step with."""
-    _check_src(model, src)
+    """Encode src (B, S), already checked by `_check_src`, once and return the decoder state to step with."""
     model.eval()
     src_mask = model.make_src_mask(src)  # (B, 1, 1, S)
     memory = model.encode(src, src_mask)  # (B, S, D): the source is encoded once
@@ -134,6 +134,7 @@ def greedy_decode(model: Transformer, src: Tensor, *, max_len_a: float = 1.5, ma
     until EOS ("#"). A sentence that has produced EOS (or reached a * S_i + b tokens) leaves the batch,
     so finished sentences stop growing and padding never enters the decoder.
     """
+    _check_src(model, src)
     state = _start(model, src, use_cache)
     B = src.shape[0]
     limits = output_limits(src, model.config.pad_id, max_len_a, max_len_b, model.config.max_len)  # (B,)

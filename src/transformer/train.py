@@ -34,7 +34,7 @@ from .config import _NO_SPACES, DataConfig, TrainConfig, check_resume_compatible
 from .data import TokenBudgetBatchSampler, TranslationDataset, collate
 from .files import atomic_write_bytes, atomic_write_text, create_folder, read_regular_file
 from .corpora import split_pairs_for
-from .errors import CheckpointError, CheckpointNotFoundError, ConfigError, RunExistsError, TransformerError
+from .errors import CheckpointError, CheckpointNotFoundError, ConfigError, RunExistsError
 from .distributed import DistInfo, _all_reduce_sum, _gather_rng_states, select_device
 from .loss import label_smoothed_loss
 from .memory import check_fits
@@ -200,10 +200,7 @@ def cpu_has_bf16_matmul() -> bool | None:
 def _check_model_fits(config: TrainConfig, device: torch.device) -> None:
     """Refuse a [model] this device cannot train, before anything is written: its weights, their gradients and
     Adam's two moments (four float32 copies), with the largest vocabularies the run can get."""
-    d = config.data
-    model = TransformerConfig(src_vocab_size=d.vocab_size, tgt_vocab_size=d.tgt_vocab_size or d.vocab_size,
-                              **config.model)
-    check_fits(4 * model_bytes(model), device, "training the model that [model] describes (weights, gradients and "
+    check_fits(4 * model_bytes(config.largest_model()), device, "training the model that [model] describes (weights, gradients and "
                "Adam's two moments)", "model.d_model, model.d_ff, the layer counts, model.max_len or data.vocab_size",
                ConfigError)
 
