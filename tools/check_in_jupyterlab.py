@@ -141,9 +141,15 @@ class Run:
 
 
 def _after_restart(messages: list[dict]) -> list[dict] | None:
-    """The messages after the kernel's restart (its `restarting` or `starting` status), None before it."""
-    marks = [i for i, m in enumerate(messages) if m.get("state") in ("restarting", "starting")]
-    return messages[marks[0] + 1:] if marks else None
+    """The messages of the restarted kernel, None before it has said anything: from its `restarting` or
+    `starting` status, or, when a loaded machine let that message pass before this connection listened to the
+    new kernel, from its first cell (execution count 1: the kernel before the restart ran none after the click)."""
+    for i, m in enumerate(messages):
+        if m.get("state") in ("restarting", "starting"):
+            return messages[i + 1:]
+        if m["type"] == "execute_input" and m["count"] == 1:
+            return messages[i:]
+    return None
 
 
 def _finished(run: list[dict], cells: int, indicator_idle: bool) -> bool:
