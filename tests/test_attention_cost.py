@@ -6,8 +6,7 @@ from transformer.attention import attention
 from transformer.attention_cost import cache_nbytes, kv_cache_bytes, largest_result, tiled_attention
 from transformer.decoding import KVCache
 from transformer.masking import causal_mask, padding_mask
-from transformer.model import TransformerConfig
-from transformer.modern import build_model
+from transformer.modern import ModelConfig, build_model
 from transformer.tokenizer import BOS_ID
 
 
@@ -61,7 +60,7 @@ def test_tiled_attention_never_allocates_the_score_matrix():
 @pytest.mark.parametrize("kv_heads", [0, 2, 1])
 def test_the_cache_holds_what_kv_cache_bytes_says(kv_heads):
     torch.manual_seed(0)
-    config = TransformerConfig(src_vocab_size=30, tgt_vocab_size=30, d_model=32, num_heads=4, num_encoder_layers=1,
+    config = ModelConfig(src_vocab_size=30, tgt_vocab_size=30, d_model=32, num_heads=4, num_encoder_layers=1,
                                num_decoder_layers=2, d_ff=64, kv_heads=kv_heads)
     model = build_model(config).eval()
     src = torch.randint(3, 30, (3, 11))

@@ -42,7 +42,7 @@ from transformer.errors import (CheckpointError, CheckpointNotFoundError, Config
                                 RunExistsError, TransformerError)
 from transformer.decoding import translate
 from transformer.metrics import read_metrics
-from transformer.model import TransformerConfig
+from transformer.modern import ModelConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.toml"
@@ -690,7 +690,7 @@ def test_there_are_at_least_thirty_bad_inputs():
 SECTIONS = {"": TrainConfig, "data": DataConfig, "optim": OptimConfig}
 FIELDS = [(section, f.name) for section, cls in SECTIONS.items() for f in cls.__dataclass_fields__.values()
           if f.name not in ("data", "optim", "model")]
-FIELDS += [("model", name) for name in TransformerConfig.__dataclass_fields__
+FIELDS += [("model", name) for name in ModelConfig.__dataclass_fields__
            if name not in ("src_vocab_size", "tgt_vocab_size", "pad_id")]
 FIELDS += [("", "data"), ("", "optim"), ("", "model"), ("optim", "surprise"), ("model", "surprise")]
 
@@ -904,7 +904,7 @@ def test_the_shipped_models_carry_the_config_they_were_saved_with():
         folder = ROOT / "models" / name
         with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
             saved = json.loads(f.metadata()["model_config"])
-        written = TransformerConfig(**json.loads((folder / "model_config.json").read_text()))  # defaults filled in
+        written = ModelConfig(**json.loads((folder / "model_config.json").read_text()))  # defaults filled in
         assert saved == written.to_dict(), name
 
 

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from transformer.decoding import greedy_decode
+from transformer.encoder import PAPER, EncoderLayer, Parts
 from transformer.model import Transformer, TransformerConfig
-from transformer.modern import ModernTransformer, RMSNorm, RotaryPositions, SwiGLU, build_model, rotary_angles, rotate
+from transformer.modern import ModelConfig, RMSNorm, RotaryPositions, SwiGLU, build_model, rotary_angles, rotate
 from transformer.multihead import AttentionCache, MultiHeadAttention
 
 SMALL = dict(src_vocab_size=40, tgt_vocab_size=40, d_model=32, num_heads=4, num_encoder_layers=2,
@@ -91,23 +92,41 @@ def test_num_kv_heads_must_divide_the_heads():
     with pytest.raises(ValueError, match="must divide"):
         MultiHeadAttention(32, 4, num_kv_heads=3)
     with pytest.raises(ValueError, match="kv_heads"):
-        TransformerConfig(**SMALL, kv_heads=3)
+        ModelConfig(**SMALL, kv_heads=3)
 
 
-def test_the_papers_model_refuses_the_options_and_build_model_picks_the_class():
-    config = TransformerConfig(**SMALL, norm="rms")
-    with pytest.raises(ValueError, match="build_model"):
-        Transformer(config)
-    assert type(build_model(config)) is ModernTransformer
-    assert type(build_model(TransformerConfig(**SMALL))) is Transformer
-    with pytest.raises(ValueError, match="choose one of"):
-        TransformerConfig(**SMALL, feed_forward="gelu")
+def test_chapter_08s_config_knows_only_the_papers_settings_and_the_choices_are_the_literals():
+    with pytest.raises(TypeError):
+        TransformerConfig(**SMALL, norm="rms")  # chapter 16's settings live in chapter 16's config
+    with pytest.raises(ValueError, match="choose one of 'relu', 'swiglu'"):
+        ModelConfig(**SMALL, feed_forward="gelu")
+
+
+def test_the_paper_config_builds_the_very_model_of_chapter_08_draw_for_draw():
+    torch.manual_seed(0)
+    paper = Transformer(TransformerConfig(**SMALL))
+    torch.manual_seed(0)
+    built = build_model(ModelConfig(**SMALL))
+    assert paper.state_dict().keys() == built.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(paper.state_dict().values(), built.state_dict().values()))
+
+
+def test_a_layer_is_made_of_the_parts_it_is_given_and_nothing_reaches_into_it_afterwards():
+    parts = ModelConfig(**SMALL, norm="rms", positions="rotary", feed_forward="swiglu", bias=False, kv_heads=2).parts()
+    layer = EncoderLayer(32, 4, 64, parts=parts)
+    assert isinstance(layer.norm1, RMSNorm) and isinstance(layer.feed_forward, SwiGLU)
+    assert isinstance(layer.self_attn.rotary, RotaryPositions) and layer.self_attn.num_kv_heads == 2
+    assert type(EncoderLayer(32, 4, 64).norm1) is torch.nn.LayerNorm and PAPER == Parts()
+    model = build_model(ModelConfig(**SMALL, positions="rotary"))
+    rotaries = [layer.self_attn.rotary for layer in (*model.encoder.layers, *model.decoder.layers)]
+    assert all(isinstance(r, RotaryPositions) for r in rotaries) and len({id(r) for r in rotaries}) == len(rotaries)
+    assert all(layer.cross_attn.rotary is None for layer in model.decoder.layers)  # no distance from target to source
 
 
 @pytest.mark.parametrize("options", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
 def test_every_variant_is_causal_blind_to_padding_and_decodes_the_same_with_the_cache(options):
     torch.manual_seed(0)
-    model = build_model(TransformerConfig(**SMALL, **options)).double().eval()
+    model = build_model(ModelConfig(**SMALL, **options)).double().eval()
     if options.get("bias") is False:
         assert not [n for n, _ in model.named_parameters() if n.endswith("bias")]
     src = torch.randint(4, 40, (2, 7))

@@ -105,8 +105,7 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
     from safetensors.torch import save_model
 
     from transformer.checkpoints import load_checkpoint, models_dir
-    from transformer.model import TransformerConfig
-    from transformer.modern import build_model
+    from transformer.modern import ModelConfig, build_model
 
     shipped = models_dir() / "multi30k-de-en"
     folder = tmp_path / "modern"
@@ -114,7 +113,7 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
     for name in ("tokenizer.model", "train_config.json"):
         shutil.copyfile(shipped / name, folder / name)
     base = json.loads((shipped / "model_config.json").read_text(encoding="utf-8"))
-    config = TransformerConfig(**{**base, "d_model": 32, "num_heads": 4, "d_ff": 64, "num_encoder_layers": 2,
+    config = ModelConfig(**{**base, "d_model": 32, "num_heads": 4, "d_ff": 64, "num_encoder_layers": 2,
                                   "num_decoder_layers": 2, "norm": "rms", "positions": "rotary",
                                   "feed_forward": "swiglu", "bias": False, "kv_heads": 2})
     torch.manual_seed(0)

@@ -1,22 +1,25 @@
 """Chapter 16's measurements: one model trained at one equal budget, with each change of the modern block
-alone, all of them together, and grouped-query attention (chapter 17).
+alone, all of them together, two pairs of them (rotary with RMSNorm, rotary without biases: where the changes
+interact), and grouped-query attention (chapter 17); several seeds of each.
 
     python tools/modern_block_runs.py --out-dir runs/modern            # every run not yet in the JSON
     python tools/modern_block_runs.py --out-dir runs/modern --only baseline:0 rms:0
 
 Each run is `configs/multi30k-small.toml`'s data, vocabulary, dropout, label smoothing and optimiser with a
 smaller model (SHAPE: D = 128, 2 + 2 layers, 4 heads, d_ff = 512, pre-norm) and one change in [model],
-trained for EPOCHS epochs with the linear schedule (WARMUP steps of warm-up, LR_FACTOR). Why not the shipped
+trained for EPOCHS epochs with the linear schedule (WARMUP steps of warm-up, LR_FACTOR). Seeds: SEEDS. Why not the shipped
 shape (D = 256, 3 + 3 layers): nine runs of it long enough to be worth comparing do not fit this machine. Two
 epochs of it took 28 minutes per run (two runs side by side) and ended at validation perplexity 39-41 and
 greedy BLEU 6: too early in training for the differences to mean anything. The smaller model does about a
 quarter of the arithmetic per token, so it gets through more epochs in less time.
 
-One thread per run, two runs side by side, which on two cores gets more tokens per second than one run on two
-threads. After training: validation perplexity of the last epoch (metrics.csv) and greedy validation BLEU.
-Results go to notebooks/results/16_modern_block.json as they finish, so a run cut short (or a session that
-ends) is picked up again: training resumes from its last checkpoint, and a variant whose result is in the
-file is not run again. Chapter 16 reads the file.
+One thread per run, two runs side by side (--parallel), which on two cores gets more tokens per second than one
+run on two threads. After training: validation perplexity of the last epoch (metrics.csv) and greedy validation
+BLEU; the run's validation translations go to notebooks/results/16_modern_block_runs/<variant>-s<seed>/val.hyp,
+so that any two variants can be compared by a paired test on the same sentences. Results go to
+notebooks/results/16_modern_block_runs.json as they finish, so a run cut short (or a session that ends) is
+picked up again: training resumes from its last checkpoint, and a run whose result is in the file is not run
+again.
 """
 import argparse
 import json
@@ -27,7 +30,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "notebooks" / "results" / "16_modern_block.json"
+OUT = ROOT / "notebooks" / "results" / "16_modern_block_runs.json"
+HYPOTHESES = ROOT / "notebooks" / "results" / "16_modern_block_runs"  # <variant>-s<seed>/val.hyp
 EPOCHS, WARMUP, LR_FACTOR = 3, 200, 0.5  # peak learning rate 0.5 * 128^-0.5 * 200^-0.5 = 0.0031
 SHAPE = {"d_model": 128, "num_heads": 4, "num_encoder_layers": 2, "num_decoder_layers": 2, "d_ff": 512}
 VARIANTS = {  # name -> the [model] settings that differ from the shipped shape
@@ -38,8 +42,11 @@ VARIANTS = {  # name -> the [model] settings that differ from the shipped shape
     "no_bias": {"bias": False},
     "all": {"norm": "rms", "positions": "rotary", "feed_forward": "swiglu", "bias": False},
     "gqa": {"kv_heads": 1},
+    "rotary_rms": {"positions": "rotary", "norm": "rms"},
+    "rotary_no_bias": {"positions": "rotary", "bias": False},
 }
-SEEDS = {"baseline": (0, 1), "all": (0, 1)}  # the seed spread of the two ends; one seed for the others
+SEEDS = {"baseline": range(5), "all": range(5)}  # five seeds for the two ends of the comparison
+DEFAULT_SEEDS = range(3)  # three for every other variant
 
 
 def run_config(variant: str, seed: int, out_dir: Path):
@@ -70,7 +77,7 @@ def one_run(variant: str, seed: int, out_dir: Path) -> dict:
     train(config, resume=(Path(config.out_dir) / "checkpoints").is_dir())
     epochs = [r for r in read_metrics(Path(config.out_dir) / "metrics.csv") if r["kind"] == "epoch"]
     checkpoint = load_checkpoint(config.out_dir)
-    report = evaluate_checkpoint(checkpoint, "val", beam_size=1)
+    report = evaluate_checkpoint(checkpoint, "val", beam_size=1, out_dir=HYPOTHESES / f"{variant}-s{seed}")
     bleu = next(s["score"] for s in report["scores"] if s["metric"].startswith("BLEU"))
     return {"variant": variant, "seed": seed, "settings": VARIANTS[variant], "shape": SHAPE, "epochs": EPOCHS,
             "warmup_steps": WARMUP, "lr_factor": LR_FACTOR, "threads": torch.get_num_threads(),
@@ -96,7 +103,7 @@ def main() -> None:
     results = json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else {"runs": []}
     done = {(r["variant"], r["seed"]) for r in results["runs"]}
     todo = [tuple(x.split(":")) for x in args.only] if args.only else \
-        [(v, str(s)) for v in VARIANTS for s in SEEDS.get(v, (0,)) if (v, s) not in done]
+        [(v, str(s)) for s in range(5) for v in VARIANTS if s in SEEDS.get(v, DEFAULT_SEEDS) and (v, s) not in done]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     while todo:
         batch, todo = todo[:args.parallel], todo[args.parallel:]

@@ -22,7 +22,7 @@ from transformer.decoding import Hypothesis, beam_search, greedy_decode, transla
 from transformer.evaluation import corpus_bleu, corpus_chrf, evaluate_pairs
 from transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
 from transformer.errors import CheckpointError, ConfigError, CorpusError, InputError, TransformerError
-from transformer.encoder import Encoder, EncoderLayer, FeedForward
+from transformer.encoder import PAPER, Encoder, EncoderLayer, FeedForward, Parts
 from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
@@ -31,14 +31,14 @@ from transformer.checkpoints import evaluate_checkpoint, load_checkpoint, load_t
 from transformer.config import TrainConfig
 from transformer.loss import label_smoothed_loss  # train(config): transformer.train.train
 from transformer.visualize import AttentionMaps, attention_maps, plot_attention
-from transformer.modern import ModernTransformer, RMSNorm, RotaryPositions, SwiGLU, build_model
+from transformer.modern import ModelConfig, RMSNorm, RotaryPositions, SwiGLU, build_model
 from transformer.attention_cost import kv_cache_bytes, tiled_attention
 from transformer.onnx_export import OnnxTranslator, export_onnx
 
 __all__ = [
     "attention", "MultiHeadAttention", "causal_mask", "padding_mask",
     "sinusoidal_positional_encoding", "TokenEmbedding", "PositionalEncoding",
-    "FeedForward", "EncoderLayer", "Encoder", "DecoderLayer", "Decoder",
+    "FeedForward", "Parts", "PAPER", "EncoderLayer", "Encoder", "DecoderLayer", "Decoder",
     "TransformerConfig", "Transformer",
     "load_multi30k", "load_tatoeba", "load_parallel", "load_tsv", "TranslationDataset",
     "TokenBudgetBatchSampler", "Batch", "collate", "Tokenizer", "train_tokenizer",
@@ -46,6 +46,6 @@ __all__ = [
     "load_translator", "greedy_decode", "beam_search", "Hypothesis", "translate",
     "corpus_bleu", "corpus_chrf", "evaluate_pairs", "evaluate_checkpoint",
     "attention_maps", "AttentionMaps", "plot_attention", "export_onnx", "OnnxTranslator",
-    "build_model", "ModernTransformer", "RMSNorm", "RotaryPositions", "SwiGLU", "tiled_attention", "kv_cache_bytes",
+    "build_model", "ModelConfig", "RMSNorm", "RotaryPositions", "SwiGLU", "tiled_attention", "kv_cache_bytes",
     "TransformerError", "ConfigError", "CorpusError", "CheckpointError", "InputError",
 ]

@@ -12,7 +12,7 @@ from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
 from .attention import check_attention_inputs
-from .model import TransformerConfig
+from .modern import ModelConfig
 
 # %% ../../notebooks/17_attention_cost.ipynb #eaf27971
 def tiled_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, block: int = 128) -> Tensor:
@@ -74,7 +74,7 @@ def largest_result(run) -> tuple[int, str]:
     return mode.nbytes, mode.function
 
 # %% ../../notebooks/17_attention_cost.ipynb #76c56864
-def kv_cache_bytes(config: TransformerConfig, target_len: int, source_len: int, batch: int = 1,
+def kv_cache_bytes(config: ModelConfig, target_len: int, source_len: int, batch: int = 1,
                    bytes_per_number: int = 4) -> dict:
     """Bytes of the decoder's key/value cache after `target_len` steps over a source of `source_len` tokens.
 

@@ -26,8 +26,8 @@ from .errors import CheckpointError, CheckpointNotFoundError, ConfigError, Input
 from .evaluation import evaluate_pairs
 from .files import atomic_folder, check_regular_file, expand_user, read_regular_file
 from .memory import check_device, check_fits
-from .model import Transformer, TransformerConfig
-from .modern import build_model
+from .model import Transformer
+from .modern import ModelConfig, build_model
 from .tokenizer import Tokenizer
 
 # %% ../../notebooks/93_checkpoints.ipynb #c15c13eb
@@ -249,14 +249,14 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-def _read_model_config(directory: Path) -> TransformerConfig:
+def _read_model_config(directory: Path) -> ModelConfig:
     path = directory / "model_config.json"
     data = _read_json(path)
-    unknown = sorted(set(data) - {f.name for f in dataclasses.fields(TransformerConfig)})
+    unknown = sorted(set(data) - {f.name for f in dataclasses.fields(ModelConfig)})
     try:
         if unknown:
             raise ConfigError(f"unknown setting(s) {unknown}")
-        return parse_config(TransformerConfig, data)  # strict: types checked, then the model's own checks
+        return parse_config(ModelConfig, data)  # strict: types checked, then the model's own checks
     except ConfigError as e:
         raise CheckpointError(f"{path}: {e}; copy the model_config.json that was saved with these weights") from None
 
@@ -302,7 +302,7 @@ def _sizes_in(stored: dict) -> dict[str, int]:
     return sizes
 
 
-def _check_stored(stored: dict, config: TransformerConfig, path: Path) -> None:
+def _check_stored(stored: dict, config: ModelConfig, path: Path) -> None:
     """Refuse weights that are not floating point, or whose sizes are not those of model_config.json."""
     for name, (dtype, _) in stored.items():
         if dtype not in _FLOAT_DTYPES:
@@ -365,7 +365,7 @@ def _load_tokenizers(directory: Path, shared: bool | None = None) -> tuple[Token
     return (tokenizers[0], tokenizers[0]) if shared else (tokenizers[0], tokenizers[1])
 
 
-def model_bytes(config: TransformerConfig) -> int:
+def model_bytes(config: ModelConfig) -> int:
     """Bytes of a model's weights and buffers in float32, counted on the meta device: nothing is allocated.
 
     A model is the same layer repeated, so it is built with one and two layers per stack and the count extended
@@ -383,7 +383,7 @@ def model_bytes(config: TransformerConfig) -> int:
             + (config.num_decoder_layers - 1) * per_decoder_layer)
 
 
-def _check_config_is_the_saved_one(directory: Path, config: TransformerConfig, train_config: TrainConfig,
+def _check_config_is_the_saved_one(directory: Path, config: ModelConfig, train_config: TrainConfig,
                                    device: str | torch.device) -> None:
     """Refuse a model_config.json edited after the weights were saved (they carry a copy of it in their metadata;
     weights saved before that copy was kept load as before), a max_len below what the model was trained on, and

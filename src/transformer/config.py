@@ -18,7 +18,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from .corpora import MULTI30K_SPLITS
 from .errors import ConfigError
 from .files import read_regular_file
-from .model import TransformerConfig
+from .modern import ModelConfig
 
 # %% ../../notebooks/92_configuration.ipynb #82236b93
 _STRICT = ConfigDict(extra="forbid", strict=True)  # an unknown key or a wrong type is an error, never a guess
@@ -71,7 +71,7 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
         return ConfigError(str(e["ctx"]["error"]))
     loc = e["loc"][:-1] if e["type"] == "missing" else e["loc"]  # a tuple too short: report the whole field
     where, tp = _locate(cls, loc, prefix)
-    if dataclasses.is_dataclass(tp) and e["type"] == "missing":  # a setting without a default (TransformerConfig's)
+    if dataclasses.is_dataclass(tp) and e["type"] == "missing":  # a setting without a default (ModelConfig's)
         return ConfigError(f"setting {e['loc'][-1]!r} is missing" + (f" in [{where}]" if where else ""))
     if dataclasses.is_dataclass(tp):
         return ConfigError(f"[{where}] must be a table of settings, got {_shown(e['input'])}" if where else
@@ -152,7 +152,7 @@ class TrainConfig:
     """Everything a training run needs, read from a TOML file; saved as JSON in every checkpoint.
 
     Top-level settings describe the run; `[data]` is a `DataConfig`, `[optim]` an `OptimConfig`,
-    and `[model]` holds `TransformerConfig` fields (the vocabulary sizes and `pad_id` come from
+    and `[model]` holds `ModelConfig` fields (the vocabulary sizes and `pad_id` come from
     the tokenizer, so they are not set here). Unknown keys are errors, not silently ignored.
     """
     __pydantic_config__ = _STRICT
@@ -194,7 +194,7 @@ class TrainConfig:
         self._check_sizes()
 
     def _check_model_types(self) -> None:
-        model_fields = typing.get_type_hints(TransformerConfig)
+        model_fields = typing.get_type_hints(ModelConfig)
         for key, value in self.model.items():
             if key in _SET_BY_TOKENIZER:
                 raise ConfigError(f"[model] {key} is set from the tokenizer: remove it from the config")
@@ -289,10 +289,10 @@ class TrainConfig:
         except ValueError as e:
             raise ConfigError(f"model.{e}") from None
 
-    def largest_model(self) -> TransformerConfig:
+    def largest_model(self) -> ModelConfig:
         """The model `[model]` describes, with the largest vocabularies the run's tokenizers can get."""
         d = self.data
-        return TransformerConfig(src_vocab_size=d.vocab_size, tgt_vocab_size=d.tgt_vocab_size or d.vocab_size,
+        return ModelConfig(src_vocab_size=d.vocab_size, tgt_vocab_size=d.tgt_vocab_size or d.vocab_size,
                                  **self.model)
 
     def to_dict(self) -> dict:
@@ -357,7 +357,7 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 def _effective(config: TrainConfig) -> dict:
     """The config as flat `section.key` entries, with the model's defaults filled in."""
     d = config.to_dict()
-    defaults = {f.name: f.default for f in dataclasses.fields(TransformerConfig)
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)
                 if f.default is not dataclasses.MISSING and f.name not in _SET_BY_TOKENIZER}
     d["model"] = {**defaults, **d["model"]}
     return _flatten(d)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from .encoder import FeedForward
-from .multihead import AttentionCache, MultiHeadAttention, copy_weights_from_torch
+from .encoder import PAPER, Parts
+from .multihead import AttentionCache, copy_weights_from_torch
 
 # %% ../../notebooks/07_decoder.ipynb #d98b8651
 class DecoderLayer(nn.Module):
@@ -21,14 +21,16 @@ class DecoderLayer(nn.Module):
     `src_mask` (broadcastable to (B, h, T, S)) hides source padding. Cross-attention is the only place
     where the source reaches the decoder: its queries come from the target, its keys and values from C.
     With `cache` (a `LayerCache`), x holds only the new positions and the earlier ones come from the cache.
+    `parts` (chapter 06) says what each piece is made with; cross-attention is `parts.cross_attention`.
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False,
+                 parts: Parts = PAPER):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout)
-        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.self_attn = parts.self_attention(d_model, num_heads, dropout)
+        self.cross_attn = parts.cross_attention(d_model, num_heads, dropout)
+        self.feed_forward = parts.feed_forward(d_model, d_ff, dropout)
+        self.norm1, self.norm2, self.norm3 = (parts.norm(d_model) for _ in range(3))
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
@@ -93,19 +95,20 @@ def copy_decoder_layer_from_torch(ours: DecoderLayer, ref: nn.TransformerDecoder
 
 # %% ../../notebooks/07_decoder.ipynb #b8a0db43
 class Decoder(nn.Module):
-    """N decoder layers, all reading the same encoder output; with pre-norm a final LayerNorm closes the stack.
+    """N decoder layers, all reading the same encoder output; with pre-norm a final norm closes the stack.
 
     forward(x: (B, T, D), memory: (B, S, D), src_mask, tgt_mask, cache=None) -> (B, T, D), masks as in `DecoderLayer`;
     with a `DecoderCache`, x holds the new positions only (generation).
     """
 
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False):
+                 norm_first: bool = False, parts: Parts = PAPER):
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers={num_layers}: a decoder needs at least one layer")
-        self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first) for _ in range(num_layers))
-        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, parts)
+                                    for _ in range(num_layers))
+        self.norm = parts.norm(d_model) if norm_first else nn.Identity()
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None,
                 tgt_mask: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:

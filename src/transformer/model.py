@@ -12,8 +12,8 @@ import torch
 from torch import Tensor, nn
 
 from .decoder import Decoder, DecoderCache
-from .embedding import PositionalEncoding, TokenEmbedding
-from .encoder import Encoder
+from .embedding import TokenEmbedding
+from .encoder import PAPER, Encoder, Parts
 from .masking import causal_mask, padding_mask
 
 # %% ../../notebooks/08_transformer.ipynb #c56f4926
@@ -38,12 +38,6 @@ class TransformerConfig:
     norm_first: bool = False
     tie_target_embeddings: bool = True  # generator weight = target embedding
     share_embeddings: bool = False  # one embedding for source and target (needs one shared vocabulary)
-    # Chapters 16-17, the block since 2017 (the defaults are the paper's): built by `transformer.build_model`
-    norm: str = "layer"  # "layer" (LayerNorm) or "rms" (RMSNorm)
-    positions: str = "sinusoidal"  # "sinusoidal" (added to the embeddings) or "rotary" (turns queries and keys)
-    feed_forward: str = "relu"  # "relu" (the paper's two layers) or "swiglu" (gated, same parameter count)
-    bias: bool = True  # False: no bias in any linear layer or norm
-    kv_heads: int = 0  # key/value heads of every attention block; 0 means num_heads (grouped-query when fewer)
 
     def __post_init__(self):
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "num_encoder_layers",
@@ -59,23 +53,9 @@ class TransformerConfig:
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"pad_id={self.pad_id} is not a token id of both vocabularies "
                              f"(sizes {self.src_vocab_size} and {self.tgt_vocab_size})")
-        for name, allowed in (("norm", ("layer", "rms")), ("positions", ("sinusoidal", "rotary")),
-                              ("feed_forward", ("relu", "swiglu"))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name}={getattr(self, name)!r}: choose one of {', '.join(map(repr, allowed))}")
-        if self.positions == "rotary" and (self.d_model // self.num_heads) % 2:
-            raise ValueError(f"positions='rotary' with d_head = d_model / num_heads = {self.d_model // self.num_heads}"
-                             ": rotary positions turn pairs of dimensions, so d_head must be even")
-        if self.kv_heads < 0 or (self.kv_heads and self.num_heads % self.kv_heads):
-            raise ValueError(f"kv_heads={self.kv_heads} must divide num_heads={self.num_heads} (0 means num_heads)")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(f"share_embeddings=True needs one shared vocabulary, but src_vocab_size="
                              f"{self.src_vocab_size} and tgt_vocab_size={self.tgt_vocab_size} differ")
-
-    def modern_options(self) -> dict:
-        """The settings of chapters 16-17 that differ from the paper's block."""
-        paper = {"norm": "layer", "positions": "sinusoidal", "feed_forward": "relu", "bias": True, "kv_heads": 0}
-        return {k: getattr(self, k) for k, v in paper.items() if getattr(self, k) != v}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -101,27 +81,25 @@ class Transformer(nn.Module):
 
     `forward` builds the padding and causal masks from `config.pad_id`; `encode` and `decode` are
     exposed separately because generation encodes the source once and decodes many times.
+    `parts` (chapter 06's `Parts`) says what each piece is made with: the paper's by default.
     """
 
-    def __init__(self, config: TransformerConfig):
+    def __init__(self, config: TransformerConfig, parts: Parts = PAPER):
         super().__init__()
-        if config.modern_options() and type(self) is Transformer:
-            raise ValueError(f"{config.modern_options()} are options of chapter 16: build this model with "
-                             "transformer.build_model(config)")
-        c = self.config = config
+        c, self.config, self.parts = config, config, parts
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = self.src_embed if c.share_embeddings else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
-        self.positional = PositionalEncoding(c.d_model, c.max_len, c.dropout)
-        self.encoder = Encoder(c.num_encoder_layers, c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first)
-        self.decoder = Decoder(c.num_decoder_layers, c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first)
-        self.generator = nn.Linear(c.d_model, c.tgt_vocab_size)  # D -> one score per target word
+        self.positional = parts.positions(c.d_model, c.max_len, c.dropout)
+        self.encoder = Encoder(c.num_encoder_layers, c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, parts)
+        self.decoder = Decoder(c.num_decoder_layers, c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, parts)
+        self.generator = parts.generator(c.d_model, c.tgt_vocab_size)  # D -> one score per target word
         self._init_weights()
         if c.tie_target_embeddings:
             self.generator.weight = self.tgt_embed.embedding.weight  # one (|V_tgt|, D) tensor, two uses
 
     @torch.no_grad()
     def _init_weights(self):
-        for p in self.parameters():  # every matrix: Xavier; biases and LayerNorm keep their defaults
+        for p in self.parameters():  # every matrix: Xavier; biases and norms keep their defaults
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
         for embed in (self.src_embed, self.tgt_embed):

@@ -112,12 +112,12 @@ class MultiHeadAttention(nn.Module):
     `need_weights=True` (the argument, or the attribute when the argument is left as None) it runs the
     explicit `attention` and keeps the weights (B, h, T, S) in `self.last_weights`. With `cache` (an
     `AttentionCache`), keys and values of earlier calls are kept and reused: generation one position at a time.
-    Two options of chapters 16 and 17: `self.rotary` (None here) turns queries and keys by their positions, and
-    `num_kv_heads` < h lets groups of query heads share one key/value head (grouped-query attention).
+    Two options of chapters 16 and 17: `rotary` (a module, None here) turns queries and keys by their positions,
+    and `num_kv_heads` < h lets groups of query heads share one key/value head (grouped-query attention).
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 num_kv_heads: int | None = None):
+                 num_kv_heads: int | None = None, rotary: nn.Module | None = None):
         super().__init__()
         if num_heads < 1 or d_model % num_heads != 0:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}: choose h that divides D")
@@ -133,7 +133,7 @@ class MultiHeadAttention(nn.Module):
         self.W_o = nn.Linear(d_model, d_model, bias=bias)  # (W^O)^T: mixes the concatenated heads
         self.need_weights = False  # default of forward's need_weights, settable from outside a model
         self.last_weights: Tensor | None = None
-        self.rotary: nn.Module | None = None  # chapter 16: rotary(x (B, h, L, D_h), first position) -> x turned
+        self.rotary = rotary  # chapter 16: rotary(x (B, h, L, D_h), first position) -> x turned
 
     def split_heads(self, x: Tensor) -> Tensor:
         """(B, L, D) -> (B, h, L, D_h)."""

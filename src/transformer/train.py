@@ -39,8 +39,7 @@ from .distributed import DistInfo, _all_reduce_sum, _gather_rng_states, select_d
 from .loss import label_smoothed_loss
 from .memory import check_fits
 from .metrics import MetricsLog, epoch_sums, read_metrics
-from .model import TransformerConfig
-from .modern import build_model
+from .modern import ModelConfig, build_model
 from .schedule import InverseSqrtSchedule, LinearDecaySchedule
 from .tokenizer import train_tokenizer
 
@@ -412,7 +411,7 @@ def _run_model(config: TrainConfig, info: DistInfo, device: torch.device, src_to
     steps run (wrapped for several processes, compiled if the config asks). `total_steps`: the run's last step."""
     o = config.optim
     torch.manual_seed(config.seed)
-    model_config = TransformerConfig(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
+    model_config = ModelConfig(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
                                      pad_id=tgt_tok.pad_id, **config.model)
     model = build_model(model_config)
     torch.manual_seed(config.seed + 1 + info.rank)  # dropout differs between processes
