@@ -4,7 +4,7 @@ import torch
 
 from transformer.attention import attention
 from transformer.attention_cost import cache_nbytes, kv_cache_bytes, largest_result, tiled_attention
-from transformer.decoding import KVCache
+from transformer.decoding import DecoderSteps
 from transformer.masking import causal_mask, padding_mask
 from transformer.modern import ModelConfig, build_model
 from transformer.tokenizer import BOS_ID
@@ -66,7 +66,7 @@ def test_the_cache_holds_what_kv_cache_bytes_says(kv_heads):
     src = torch.randint(3, 30, (3, 11))
     with torch.no_grad():
         src_mask = model.make_src_mask(src)
-        state = KVCache(model, model.encode(src, src_mask), src_mask)
+        state = DecoderSteps(model, model.encode(src, src_mask), src_mask)
         ys = torch.full((3, 1), BOS_ID)
         for _ in range(5):
             ys = torch.cat([ys, state.step(ys).argmax(-1, keepdim=True)], 1)

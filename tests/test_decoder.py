@@ -5,8 +5,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from transformer.decoder import Decoder, DecoderCache, DecoderLayer, copy_decoder_layer_from_torch
+from transformer.decoder import Decoder, DecoderLayer, copy_decoder_layer_from_torch
 from transformer.masking import causal_mask
+from transformer.multihead import KVCache
 
 
 def key_padding(lengths: list[int], L: int) -> torch.Tensor:
@@ -93,14 +94,14 @@ def test_generating_one_position_per_call_with_the_cache_gives_the_full_outputs(
     dec = Decoder(layers, 16, 4, 24, dropout=0.0, norm_first=norm_first).double().eval()
     x, memory, src_pad, _ = random_inputs(B, S, T, 16, torch.Generator().manual_seed(seed))
     x, memory, src_mask = x.double(), memory.double(), (~src_pad)[:, None, None, :]
-    cache = DecoderCache(layers)
+    cache = KVCache()
     with torch.no_grad():
         full = dec(x, memory, src_mask, causal_mask(T))  # (B, T, D)
         rows = []
         for t in range(T):
             rows.append(dec(x[:, t:t + 1], memory, src_mask, None, cache=cache))  # (B, 1, D)
             assert cache.length == t + 1
-            assert all(len(c.cross_attn) == S for c in cache.layers)
+            assert all(cache.entries[layer.cross_attn][0].shape[2] == S for layer in dec.layers)
     torch.testing.assert_close(torch.cat(rows, dim=1), full, rtol=0, atol=1e-12)
 
 
@@ -111,7 +112,7 @@ def test_the_cache_follows_selected_rows():
     x, memory, _, _ = random_inputs(3, 5, 4, 16, torch.Generator().manual_seed(1))
     x, memory = x.double(), memory.double()
     rows = torch.tensor([2, 0, 0])
-    cache = DecoderCache(2)
+    cache = KVCache()
     with torch.no_grad():
         full = dec(x[rows], memory[rows], None, causal_mask(4))
         dec(x[:, :2], memory, None, causal_mask(2), cache=cache)  # two positions of all three rows at once

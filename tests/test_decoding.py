@@ -94,15 +94,16 @@ def test_kv_cache_in_float32_gives_the_same_tokens_and_scores_within_1e_5(norm_f
 def test_the_cache_grows_by_one_key_and_value_row_per_layer_per_step_and_keeps_cross_attention_fixed():
     model, src = random_model(True, 0), random_source(0, B=2, S=5)
     state = _start(model, src, use_cache=True)
-    layers = state.cache.layers
+    layers, entries = model.decoder.layers, state.cache.entries
     ys = torch.full((2, 1), BOS_ID)
     for t in range(1, 5):
         state.step(ys)
-        assert all(c.self_attn.k.shape == (2, 4, t, 8) and c.self_attn.v.shape == (2, 4, t, 8) for c in layers)
+        assert len(entries) == 2 * len(layers)  # one entry per attention block: one cache for the whole decoder
+        assert all(x.shape == (2, 4, t, 8) for layer in layers for x in entries[layer.self_attn])
         if t == 1:
-            cross_before = [c.cross_attn.k.data_ptr() for c in layers]
-        assert [c.cross_attn.k.data_ptr() for c in layers] == cross_before  # C W^K computed once
-        assert all(c.cross_attn.k.shape == (2, 4, 5, 8) for c in layers)
+            cross_before = [entries[layer.cross_attn][0].data_ptr() for layer in layers]
+        assert [entries[layer.cross_attn][0].data_ptr() for layer in layers] == cross_before  # C W^K computed once
+        assert all(entries[layer.cross_attn][0].shape == (2, 4, 5, 8) for layer in layers)
         ys = torch.cat([ys, torch.full((2, 1), 7)], dim=1)
     with pytest.raises(ValueError, match="the cache holds 4 tokens"):
         state.step(ys[:, :3])

@@ -10,7 +10,7 @@ from transformer.decoding import greedy_decode
 from transformer.encoder import PAPER, EncoderLayer, Parts
 from transformer.model import Transformer, TransformerConfig
 from transformer.modern import ModelConfig, RMSNorm, RotaryPositions, SwiGLU, build_model, rotary_angles, rotate
-from transformer.multihead import AttentionCache, MultiHeadAttention
+from transformer.multihead import KVCache, MultiHeadAttention
 
 SMALL = dict(src_vocab_size=40, tgt_vocab_size=40, d_model=32, num_heads=4, num_encoder_layers=2,
              num_decoder_layers=2, d_ff=64, dropout=0.0, max_len=64)
@@ -81,11 +81,11 @@ def test_grouped_query_attention_is_attention_with_each_key_value_head_repeated(
 
 
 def test_the_cache_of_grouped_query_attention_holds_only_its_key_value_heads():
-    attn, cache = MultiHeadAttention(32, 4, num_kv_heads=1), AttentionCache()
+    attn, cache = MultiHeadAttention(32, 4, num_kv_heads=1), KVCache()
     for _ in range(3):
         x = torch.randn(2, 1, 32)
         attn(x, x, x, cache=cache)
-    assert cache.k.shape == (2, 1, 3, 8)  # (B, h_kv, L, D_h): a quarter of multi-head attention's
+    assert cache.entries[attn][0].shape == (2, 1, 3, 8)  # (B, h_kv, L, D_h): a quarter of multi-head attention's
 
 
 def test_num_kv_heads_must_divide_the_heads():

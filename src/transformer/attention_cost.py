@@ -88,7 +88,7 @@ def kv_cache_bytes(config: ModelConfig, target_len: int, source_len: int, batch:
 
 
 def cache_nbytes(cache) -> dict:
-    """Bytes a `DecoderCache` (chapter 07) holds, counted from its tensors: self- and cross-attention."""
-    count = lambda caches: sum(c.k.nbytes + c.v.nbytes for c in caches if c.k is not None)
-    return {"self_attention": count([layer.self_attn for layer in cache.layers]),
-            "cross_attention": count([layer.cross_attn for layer in cache.layers])}
+    """Bytes a `KVCache` (chapter 03) holds, counted from its tensors: self- and cross-attention."""
+    count = lambda fixed: sum(K.nbytes + V.nbytes for block, (K, V) in cache.entries.items()
+                              if (block in cache.fixed) == fixed)
+    return {"self_attention": count(False), "cross_attention": count(True)}

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .decoder import Decoder, DecoderCache
+from .decoder import Decoder
 from .embedding import TokenEmbedding
 from .encoder import PAPER, Encoder, Parts
 from .masking import causal_mask, padding_mask
+from .multihead import KVCache
 
 # %% ../../notebooks/08_transformer.ipynb #c56f4926
 @dataclass
@@ -118,10 +119,10 @@ class Transformer(nn.Module):
         return self.encoder(self.positional(self.src_embed(src)), src_mask)  # (B, S, D)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-               cache: DecoderCache | None = None) -> Tensor:
+               cache: KVCache | None = None) -> Tensor:
         """(B, T) target ids and memory (B, S, D) -> decoder output (B, T, D), before the generator.
 
-        With a `DecoderCache`, `tgt` holds only the new tokens; they take the positions after the cached ones.
+        With a `KVCache`, `tgt` holds only the new tokens; they take the positions after the cached ones.
         """
         offset = 0 if cache is None else cache.length  # the position of tgt's first token
         return self.decoder(self.positional(self.tgt_embed(tgt), offset), memory, src_mask, tgt_mask, cache)
