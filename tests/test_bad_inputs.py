@@ -848,6 +848,10 @@ def test_ship_model_refuses_an_existing_folder_and_replaces_it_whole_when_asked(
     names = {p.name for p in out.iterdir()}
     assert "tokenizer.model" in names and not names & {"src_tokenizer.model", "tgt_tokenizer.model", "README.md"}
     assert load_checkpoint(out).src_tokenizer.vocab_size == 1000
+    from safetensors import safe_open
+
+    with safe_open(str(out / "model.safetensors"), framework="pt") as f:  # the weights carry their config
+        assert json.loads(f.metadata()["model_config"]) == json.loads((out / "model_config.json").read_text())
 
 
 def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_before_writing(tiny_run, tmp_path,

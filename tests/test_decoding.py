@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from transformer.decoding import (_start, beam_search, greedy_decode, length_penalty,
-                                  output_limits, translate)
+                                  length_batches, output_limits, pad_rows, translate)
 from transformer.model import Transformer, TransformerConfig
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -127,8 +127,8 @@ def test_padding_never_enters_the_decoder_and_finished_sentences_stop_growing():
     finally:
         hook.remove()
     assert seen and all((x != PAD_ID).all() for x in seen)
-    limits = output_limits(src, PAD_ID, 1.5, 10, model.config.max_len)
-    for h, limit in zip(greedy_decode(model, src), limits.tolist()):
+    limits = output_limits((src != PAD_ID).sum(-1).tolist(), 1.5, 10, model.config.max_len)
+    for h, limit in zip(greedy_decode(model, src), limits):
         assert EOS_ID not in h.tokens and len(h.tokens) + h.finished <= limit
 
 
@@ -204,3 +204,11 @@ def test_translate_cuts_a_sentence_longer_than_the_model_and_names_it(tiny_check
     assert told == [(0, 64)]
     with pytest.raises(ValueError, match="beam_size=0"):
         translate(tiny_checkpoint, ["x"], beam_size=0)
+
+
+def test_the_length_rule_and_the_batches_are_one_helper_each():
+    """a * S + b, capped so every position has an encoding; batches of sentences of about one length, empties left out."""
+    assert output_limits([0, 4, 10, 10**9], 1.5, 10, 64) == [10, 16, 25, 63]
+    assert output_limits([3], 1e308, 10**30, 64) == [63]  # huge settings stay within the table, no overflow
+    assert length_batches([3, 0, 1, 5, 2], 2) == [[2, 4], [0, 3]]
+    assert pad_rows([[5], [6, 7, 8]], 0) == [[5, 0, 0], [6, 7, 8]]

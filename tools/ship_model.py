@@ -15,7 +15,7 @@ length penalty that `translate` uses by default). The model card (README.md) is 
 the measured numbers.
 
 `ship` refuses a `--to` folder that exists, unless `--replace`: then the new model is written into a fresh
-folder beside it, loaded back from there, and only then swapped in for the old folder (two renames), so no
+folder beside it, loaded back from there, and only then swapped in for the old folder (`atomic_folder`), so no
 file of the old model (a stale tokenizer, an old model card) survives and a failed ship changes nothing.
 `--keep NAME ...` carries named files or folders of the old folder into the new one: the hand-written
 records that do not describe the weights, such as `experiments` (the candidates tried and not shipped).
@@ -24,18 +24,16 @@ Bad input ends in one `error:` line and exit status 2.
 """
 import argparse
 import json
-import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_model
 
 from transformer.errors import InputError, TransformerError
 from transformer.averaging import average_weights
-from transformer.checkpoints import Checkpoint, evaluate_checkpoint, load_checkpoint
+from transformer.files import atomic_folder
+from transformer.checkpoints import Checkpoint, evaluate_checkpoint, load_checkpoint, save_model_files
 
 
 def checkpoints_of(run: Path) -> list[Path]:
@@ -100,12 +98,7 @@ def ship(args) -> None:
     keep = _kept(out, args.keep or [], args.replace)
     paths = [run / "checkpoints" / name for name in args.checkpoints]
     ckpt = averaged(paths) if len(paths) > 1 else load_checkpoint(paths[0])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.ship-", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)  # mkdtemp's folder is private (0700); the shipped one is an ordinary folder
-    try:
+    with atomic_folder(out, replace=True) as tmp:  # `out` is the old folder or the whole new one, never half
         _write_model(ckpt, run, paths, args, tmp)
         for name in keep:  # hand-written records that outlive the weights
             if (out / name).is_dir():
@@ -114,21 +107,13 @@ def ship(args) -> None:
                 shutil.copy2(out / name, tmp / name)
         back = load_checkpoint(tmp)  # the new folder loads on its own before it replaces anything
         assert next(back.model.parameters()).dtype == torch.float32
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        os.replace(out, old)  # the old folder steps aside; a crash right here leaves it under this name
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
     size = sum(f.stat().st_size for f in out.iterdir())
     print(f"shipped {out}: {size / 1e6:.1f} MB, weights averaged over {len(paths)} checkpoint(s)")
 
 
 # the files `ship` writes: a --keep of one of them would put the old model's file beside the new weights
-COPIED = ("model_config.json", "train_config.json", "tokenizer.model", "src_tokenizer.model", "tgt_tokenizer.model")
-WRITTEN = ("model.safetensors", *COPIED, "metrics.csv", "selection.json", "averaged_checkpoints.json", "decoding.json")
+COPIED = ("train_config.json", "tokenizer.model", "src_tokenizer.model", "tgt_tokenizer.model")
+WRITTEN = ("model.safetensors", "model_config.json", *COPIED, "metrics.csv", "selection.json", "averaged_checkpoints.json", "decoding.json")
 
 
 def _kept(out: Path, names: list[str], replace: bool) -> list[str]:
@@ -148,8 +133,7 @@ def _kept(out: Path, names: list[str], replace: bool) -> list[str]:
 
 def _write_model(ckpt: Checkpoint, run: Path, paths: list[Path], args, tmp: Path) -> None:
     """Write the shipped model's files into the fresh folder `tmp`."""
-    half = ckpt.model.half()
-    save_model(half, str(tmp / "model.safetensors"))  # float16: half the size; load_checkpoint reads it as float32
+    save_model_files(ckpt.model.half(), tmp)  # float16: half the size; load_checkpoint reads it as float32
     for name in COPIED:
         if (ckpt.path / name).is_file():
             shutil.copyfile(ckpt.path / name, tmp / name)

@@ -2,8 +2,8 @@
 
 # %% auto #0
 __all__ = ['SHIPPED_MODELS', 'save_training_state', 'load_training_state', 'latest_checkpoint', 'checkpoint_problem',
-           'resumable_checkpoint', 'save_checkpoint', 'Checkpoint', 'resolve_checkpoint', 'model_bytes',
-           'load_checkpoint', 'models_dir', 'load_translator', 'evaluate_checkpoint']
+           'resumable_checkpoint', 'save_model_files', 'save_checkpoint', 'Checkpoint', 'resolve_checkpoint',
+           'model_bytes', 'load_checkpoint', 'models_dir', 'load_translator', 'evaluate_checkpoint']
 
 # %% ../../notebooks/93_checkpoints.ipynb #6c507b69
 import dataclasses
@@ -175,6 +175,13 @@ def resumable_checkpoint(checkpoints: Path) -> Path | None:
     return None
 
 
+def save_model_files(model: Transformer, folder: Path) -> None:
+    """model.safetensors, whose metadata repeats the model config (tying the weights to it), and model_config.json:
+    the model's part of a checkpoint or of a shipped model's folder."""
+    save_model(model, str(folder / "model.safetensors"), metadata={"model_config": model.config.to_json()})
+    (folder / "model_config.json").write_text(model.config.to_json())
+
+
 def save_checkpoint(directory: Path, *, model: Transformer, train_config: TrainConfig,
                     tokenizer_files: dict[str, Path], state: dict) -> Path:
     """Write one complete checkpoint directory, atomically.
@@ -186,8 +193,7 @@ def save_checkpoint(directory: Path, *, model: Transformer, train_config: TrainC
     training_state.json + training_state.safetensors (optimiser, scheduler, RNG, data position).
     """
     with atomic_folder(directory, replace=True) as tmp:  # replace: a leftover of a crashed run that no pointer names
-        save_model(model, str(tmp / "model.safetensors"), metadata={"model_config": model.config.to_json()})
-        (tmp / "model_config.json").write_text(model.config.to_json())
+        save_model_files(model, tmp)
         (tmp / "train_config.json").write_text(train_config.to_json())
         for name, path in tokenizer_files.items():
             shutil.copyfile(path, tmp / name)

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from .checkpoints import load_translator
-from .decoding import greedy_decode
+from .decoding import greedy_decode, length_batches, output_limits, pad_rows
 from .errors import InputError
 from .files import atomic_folder, atomic_write_bytes, read_regular_file
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -234,9 +234,8 @@ class OnnxTranslator:
         """src (B, S) padded ids -> the B output id lists (EOS removed)."""
         m = self.meta
         memory, = self.encoder.run(None, {"src": src})  # (B, S, D)
-        lengths = (src != m["pad_id"]).sum(-1)
-        limits = np.clip(np.floor(m["max_len_a"] * lengths).astype(np.int64) + min(m["max_len_b"], m["max_len"]),
-                         1, m["max_len"] - 1)  # (B,): the most output tokens, EOS included
+        lengths = (src != m["pad_id"]).sum(-1).tolist()
+        limits = np.array(output_limits(lengths, m["max_len_a"], m["max_len_b"], m["max_len"]))  # (B,): EOS included
         rows = np.arange(len(src))  # the sentence each live row belongs to
         ys = np.full((len(src), 1), m["bos_id"], dtype=np.int64)  # (b, t)
         out: list[list[int]] = [[] for _ in rows]
@@ -270,12 +269,8 @@ class OnnxTranslator:
         m = self.meta
         ids = [x[: m["max_len"]] for x in self.src_sp.encode([s.strip() for s in sentences])]
         out = [""] * len(ids)
-        order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
-            src = np.full((len(chunk), len(ids[chunk[-1]])), m["pad_id"], dtype=np.int64)
-            for r, i in enumerate(chunk):
-                src[r, :len(ids[i])] = ids[i]
+        for chunk in length_batches([len(x) for x in ids], batch_size):  # as `translate` batches (chapter 11)
+            src = np.array(pad_rows([ids[i] for i in chunk], m["pad_id"]), dtype=np.int64)  # (b, S)
             for i, tokens in zip(chunk, self.greedy(src)):
                 out[i] = self.tgt_sp.decode(tokens)
         return out
