@@ -88,6 +88,21 @@ def test_no_module_imports_one_the_course_builds_later():
     assert not forward, f"modules importing one the course builds later: {sorted(forward)}"
 
 
+def test_no_module_imports_a_private_name_of_another():
+    """A leading underscore means "this module's own": what another module needs is public, named once."""
+    private = sorted((m, node.module or ".", a.name) for m, tree in MODULES.items() for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom)
+                     and (node.level == 1 or (node.module or "").startswith("transformer"))
+                     for a in node.names if a.name.startswith("_"))
+    assert not private, f"(module, from, private name) imported across modules: {private}"
+
+
+def test_no_notebook_directive_leaks_into_the_package():
+    leaked = [f"{p.name}:{i}" for p in sorted(PACKAGE.glob("*.py"))
+              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if line.lstrip().startswith("#|")]
+    assert not leaked, f"notebook directives (#| ...) in generated modules: {leaked}"
+
+
 def test_train_and_data_export_only_what_they_define():
     """Tools, tests, benches and notebooks import a name from the module that defines it, not via a hub."""
     for hub in ("train", "data"):

@@ -2,8 +2,9 @@
 
 # %% auto #0
 __all__ = ['SHIPPED_MODELS', 'save_training_state', 'load_training_state', 'latest_checkpoint', 'checkpoint_problem',
-           'resumable_checkpoint', 'save_model_files', 'save_checkpoint', 'Checkpoint', 'resolve_checkpoint',
-           'model_bytes', 'load_checkpoint', 'models_dir', 'load_translator', 'evaluate_checkpoint']
+           'resumable_checkpoint', 'save_model_files', 'save_checkpoint', 'prune_checkpoints', 'Checkpoint',
+           'resolve_checkpoint', 'read_train_config', 'load_weights', 'load_tokenizers', 'model_bytes',
+           'load_checkpoint', 'models_dir', 'load_translator', 'evaluate_checkpoint']
 
 # %% ../../notebooks/93_checkpoints.ipynb #6c507b69
 import dataclasses
@@ -140,7 +141,7 @@ def checkpoint_problem(directory: Path) -> str | None:
         except Exception as e:
             return f"{name}: {e}"
     try:  # the tokenizer(s), which every later checkpoint of a resumed run copies
-        _load_tokenizers(directory)
+        load_tokenizers(directory)
     except CheckpointError as e:
         return f"tokenizer: {e}"
     return None
@@ -201,7 +202,7 @@ def save_checkpoint(directory: Path, *, model: Transformer, train_config: TrainC
     return directory
 
 
-def _prune_checkpoints(checkpoints: Path, keep_last: int) -> None:
+def prune_checkpoints(checkpoints: Path, keep_last: int) -> None:
     keep = {p.resolve() for p in (latest_checkpoint(checkpoints), latest_checkpoint(checkpoints, "best")) if p}
     steps = sorted(checkpoints.glob("step-*"))
     for old in steps[:-keep_last]:
@@ -267,7 +268,7 @@ def _read_model_config(directory: Path) -> ModelConfig:
         raise CheckpointError(f"{path}: {e}; copy the model_config.json that was saved with these weights") from None
 
 
-def _read_train_config(directory: Path) -> TrainConfig:
+def read_train_config(directory: Path) -> TrainConfig:
     path = directory / "train_config.json"
     try:
         return TrainConfig.from_dict(_read_json(path))
@@ -296,14 +297,15 @@ def _stored_tensors(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
 
 
 def _sizes_in(stored: dict) -> dict[str, int]:
-    """The model sizes that the stored shapes fix: {"d_model": ..., "d_ff": ..., vocabularies, layer counts}."""
+    """The sizes that the stored shapes fix whatever the parts: d_model, the vocabularies, the layer counts (the
+    tensors of every part are compared one by one in `load_weights`)."""
     sizes = {f"num_{part}_layers": len({k.split(".")[2] for k in stored if k.startswith(f"{part}.layers.")})
              for part in ("encoder", "decoder")}
-    for size, name, dim in (("d_model", "encoder.layers.0.self_attn.W_q.weight", 1),
-                            ("d_ff", "encoder.layers.0.feed_forward.linear1.weight", 0),
-                            ("src_vocab_size", "src_embed.embedding.weight", 0),  # absent when shared with the target
-                            ("tgt_vocab_size", "generator.bias", 0)):
-        if name in stored and len(stored[name][1]) > dim:
+    tied = ("generator.weight", "tgt_embed.embedding.weight")  # one tensor under one of its names when tied
+    for size, names, dim in (("d_model", tied, 1), ("tgt_vocab_size", tied, 0),
+                             ("src_vocab_size", ("src_embed.embedding.weight",), 0)):  # absent when shared
+        name = next((n for n in names if n in stored and len(stored[n][1]) > dim), None)
+        if name is not None:
             sizes[size] = stored[name][1][dim]
     return sizes
 
@@ -324,7 +326,7 @@ def _check_stored(stored: dict, config: ModelConfig, path: Path) -> None:
                               "these weights")
 
 
-def _load_weights(model: Transformer, path: Path, device: str | torch.device = "cpu") -> None:
+def load_weights(model: Transformer, path: Path, device: str | torch.device = "cpu") -> None:
     """Load a safetensors file into `model`, after checking that it holds this model's weights, all finite."""
     stored = _stored_tensors(path)
     _check_stored(stored, model.config, path)
@@ -347,7 +349,7 @@ def _load_weights(model: Transformer, path: Path, device: str | torch.device = "
                                   "an earlier checkpoint")
 
 
-def _load_tokenizers(directory: Path, shared: bool | None = None) -> tuple[Tokenizer, Tokenizer]:
+def load_tokenizers(directory: Path, shared: bool | None = None) -> tuple[Tokenizer, Tokenizer]:
     """(source, target) tokenizers: one `tokenizer.model` for a shared vocabulary, else `src_/tgt_tokenizer.model`.
 
     `shared=None`: whichever the directory holds.
@@ -436,9 +438,9 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", pointe
     device = check_device(device)
     directory = resolve_checkpoint(path, pointer)
     model_config = _read_model_config(directory)
-    train_config = _read_train_config(directory)
+    train_config = read_train_config(directory)
     _check_stored(_stored_tensors(directory / "model.safetensors"), model_config, directory / "model.safetensors")
-    src_tok, tgt_tok = _load_tokenizers(directory, shared=train_config.data.shared_vocab)
+    src_tok, tgt_tok = load_tokenizers(directory, shared=train_config.data.shared_vocab)
     for tok, side, size in ((src_tok, "source", model_config.src_vocab_size),
                             (tgt_tok, "target", model_config.tgt_vocab_size)):
         if tok.vocab_size != size:
@@ -447,7 +449,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", pointe
                                   "with; copy the one saved with them")
     _check_config_is_the_saved_one(directory, model_config, train_config, device)
     model = build_model(model_config)
-    _load_weights(model, directory / "model.safetensors", device)
+    load_weights(model, directory / "model.safetensors", device)
     return Checkpoint(model.to(device).eval(), src_tok, tgt_tok, train_config, directory)
 
 # %% ../../notebooks/93_checkpoints.ipynb #c71c1f26
@@ -508,20 +510,3 @@ def evaluate_checkpoint(checkpoint, split: str, **options) -> dict:
     if not hasattr(checkpoint, "train_config"):
         raise InputError(f"checkpoint must be a loaded model (load_translator(...)), got {type(checkpoint).__name__}")
     return evaluate_pairs(checkpoint, split_pairs_for(checkpoint.train_config.data, split), split, **options)
-
-# %% ../../notebooks/93_checkpoints.ipynb #8a65a530
-def _rng_state(device: torch.device) -> dict:
-    state = {"cpu": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["device"] = torch.cuda.get_rng_state(device)
-    elif device.type == "mps":
-        state["device"] = torch.mps.get_rng_state()
-    return state
-
-
-def _set_rng_state(state: dict, device: torch.device) -> None:
-    torch.set_rng_state(state["cpu"])
-    if "device" in state and device.type == "cuda":
-        torch.cuda.set_rng_state(state["device"], device)
-    elif "device" in state and device.type == "mps":
-        torch.mps.set_rng_state(state["device"])
