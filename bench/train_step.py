@@ -16,63 +16,15 @@ of the rate of one large matrix product measured in the same process (`matmul_fl
     python bench/train_step.py --sizes shipped     # the shipped model's shape, a 2,048-token batch a side
     python bench/train_step.py --padding 2048 4096
 
-Measured on 2026-12-01, the course's 2-core Intel Xeon, torch 2.13.0, two threads, eager, 10 timed
-steps: shipped shape, ours 2,564 tok/s, torch.nn.Transformer 2,208 (ratio 1.16); model FLOP/s 69.0 G,
-36 % of a 2,048^3 matmul's 191 G. Padding at max_tokens=2048: 8.5 % of the source cells and 5.3 % of
-the target cells are pads (median batch 6.6 %, worst 13.8 %), so padding is not where the step loses
-most of its time; the rest is the element-wise work (norms, softmax, dropout, Adam) and the small
-matrices of a 256-wide model. One thread: ours 1,588 tok/s, 44 % of that thread's 98 G matmul rate (two
-threads give 1.61x the tokens at a lower fraction). `--compile` (torch.compile, inductor, two threads):
-ours 1,945 tok/s, 29 %, slower than eager here.
-
-Measured again that evening while other guests of the cloud machine took 30-50 % of its CPU time (the
-"steal" column of /proc/stat), so that one configuration's efficiency moved between 0.34 and 0.40 from one
-process to the next: read the following as directions, not as exact gains. `--adam fused` 0.405 and
-`--adam foreach` 0.440, against 0.338 and 0.404 for the default loop. A profile of one step (torch.profiler,
-one thread): matrix products 51 % of the time, dropout's random masks (`aten::bernoulli_`) 15 % (the
-feed-forward hidden layer's alone 8 %), log-softmax forward and backward 5 %, zero fills and copies of
-(B, T, V) tensors in the loss's backward 4 %, Adam 3 %. The modern block of chapter 16 (RMSNorm, rotary,
-SwiGLU, no biases) takes 2.07 s a step against 1.80 s at this shape: its element-wise products
-(`aten::mul`) take 9 % of the step.
-
-The allocator. Each step used to page-fault about 90,000 times and spend a tenth of its CPU time in the
-operating system: glibc's malloc hands large freed blocks (the (B, T, V) logits and their gradient are 65 MB
-each) back to the system, and the next step faults them in again, zero-filled. `train` now calls
-`keep_freed_memory` (appendix 95) on the CPU, and this bench measures each size twice in one process, first
-with glibc's default and then with it. 2026-12-01, quiet machine (steal under 1 %), two threads, float32:
-90,575 -> 1,613 faults per step, 10.2 % -> 2.1 % of the CPU time in the operating system, the step 1.08x as
-fast. In a whole run the effect is larger than in this bench's fixed-shape batch: configs/multi30k-fast.toml
-spent 12 s of system time in 28 minutes against 364 s for its float32 predecessor.
-
-bf16. This machine's processor has bf16 matrix units (Intel AMX): a 2,048^3 bf16 matmul runs at 667 GFLOP/s
-on two threads against 147 for float32, 4.5x. The training step gains far less, because the rest of the step
-does not shrink: at the shipped shape (two threads, 10 steps, keep_freed_memory, 6 % steal) ours ran 3,100
-tok/s with --bf16 against 1,951 in float32 in a separate process just before (1.59x); against the bf16 matmul's own
-597 GFLOP/s that is an efficiency of 0.14. In whole runs: configs/multi30k-fast.toml (modern block, bf16) took
-1,673 s for 1,380 steps, 1.21 s a step with validation, against 2,569 s for 1,150 steps, 2.23 s, for the same
-block in float32 (measured under 30-50 % steal: not a clean ratio).
-Without such units bf16 is a trap: with oneDNN limited to AVX-512 without bf16 (ONEDNN_MAX_CPU_ISA=AVX512_CORE)
-a (2048, 256) @ (256, 1024) product ran at 13.9 GFLOP/s in bf16 against 56.5 in float32 on one thread, and
-limited to AVX2 at 0.7 against 49.6 (measured while a training run shared the machine: the ratios, not the
-rates, are the finding). `train` therefore refuses precision = "bf16" on a CPU that torch reports without
-AVX512-BF16 or AMX (appendix 95).
-
-`--dropout rand` (masks from rand_like >= p instead of bernoulli_), same evening: ours 2,013 tok/s against 1,951
-for torch's dropout (float32, keep_freed_memory, separate processes; efficiency 0.402 against 0.369): a few per cent, less than the
-profile's 15 % for bernoulli_ suggested, since the replacement also draws one random number per element.
-
-`--compile --bf16` (torch.compile, inductor, with bf16 autocast), 2026-12-02 01:45, two threads, 10 steps, shipped
-shape: ours 2,675 tok/s with glibc's default allocator and 2,762 with keep_freed_memory (efficiency 0.118 and
-0.153), against 2,888 and 3,614 (0.133 and 0.196) for eager bf16 in the next process a minute later. Compiling is
-slower than eager in bf16 too (0.93x and 0.76x), as it was in float32: the 55 % target is not reached by any
-setting measured here (the best, eager bf16 with keep_freed_memory, is 0.20 of the bf16 matmul's rate; eager
-float32 reaches 0.37-0.40 of the float32 matmul's, a lower rate in absolute terms).
+What it measured on the course's machine, and what those measurements decided, is in `bench/RESULTS.md`.
 """
 import argparse
 import resource
 import statistics
 import time
 from contextlib import nullcontext
+from typing import NamedTuple
+from unittest import mock
 
 import torch
 from torch import Tensor, nn
@@ -182,10 +134,18 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+class Measured(NamedTuple):
+    """One size's figures over the timed steps (medians of the step times)."""
+    ours: float  # tokens per second, our model
+    torch: float  # tokens per second, torch.nn.Transformer
+    seconds: float  # seconds per step, our model
+    in_os: float  # the operating system's share of the process's CPU time
+    faults: float  # page faults per step
+
+
 def bench(size: str, device: torch.device, steps: int, warmup: int, bf16: bool,
-          compile_: bool, adam: str = "default") -> tuple[float, float, float]:
-    """(ours, torch) in tokens per second, ours in seconds per step (medians), the operating system's share of
-    the CPU time and the page faults per step over the timed steps."""
+          compile_: bool, adam: str = "default") -> Measured:
+    """Time `steps` training steps of both models at `size`, alternating them step by step."""
     D, h, N, F, B, S, T, V = SIZES[size]
     c = TransformerConfig(src_vocab_size=V, tgt_vocab_size=V, d_model=D, num_heads=h, num_encoder_layers=N,
                           num_decoder_layers=N, d_ff=F, dropout=0.1, max_len=max(S, T) + 2)
@@ -216,7 +176,7 @@ def bench(size: str, device: torch.device, steps: int, warmup: int, bf16: bool,
     in_os = system / max(system + user, 1e-9)  # the share of CPU time the operating system spent for the process
     faults = (after.ru_minflt - usage.ru_minflt) / (2 * steps)  # page faults per step (both models)
     ours = statistics.median(times["ours"])
-    return tokens / ours, tokens / statistics.median(times["torch"]), ours, in_os, faults
+    return Measured(tokens / ours, tokens / statistics.median(times["torch"]), ours, in_os, faults)
 
 
 def padding_report(max_tokens: int) -> str:
@@ -270,21 +230,28 @@ def main() -> None:
             print(padding_report(max_tokens))
         return
     device = torch.device(args.device)
-    if args.dropout == "rand":
-        nn.functional.dropout = rand_dropout  # read at call time by nn.Dropout and by our attention
     if args.threads:
         torch.set_num_threads(args.threads)
     gpu = device.type == "cuda"
-    sizes = args.sizes or (["medium", "base", "big-batch"] if gpu else ["small", "medium"])
-    steps = args.steps or (50 if gpu else 20)
-    print(f"device={device} bf16={args.bf16} compile={args.compile} adam={args.adam} dropout={args.dropout} threads={torch.get_num_threads()} "
-          f"torch={torch.__version__} steps={steps}")
+    args.sizes = args.sizes or (["medium", "base", "big-batch"] if gpu else ["small", "medium"])
+    args.steps = args.steps or (50 if gpu else 20)
+    print(f"device={device} bf16={args.bf16} compile={args.compile} adam={args.adam} dropout={args.dropout} "
+          f"threads={torch.get_num_threads()} torch={torch.__version__} steps={args.steps}")
+    # `--dropout rand`: nn.Dropout and our attention read nn.functional.dropout at call time; patched for the
+    # measurements only, and put back when they end
+    with mock.patch.object(nn.functional, "dropout", rand_dropout) if args.dropout == "rand" else nullcontext():
+        ratios = measure_sizes(args, device)
+    print(f"min ratio = {min(ratios):.3f}")
+
+
+def measure_sizes(args, device: torch.device) -> list[float]:
+    """Print the figures of each of `args.sizes`; return the ratios ours / torch."""
     ratios = []
     # On a CPU each size runs twice in this process: first with glibc's default allocator, then as `train` runs
     # (keep_freed_memory, which cannot be undone within a process); the second run's figures are the headline.
     allocators = ["glibc default", "keep_freed_memory"] if device.type == "cpu" else ["default"]
     peak_dtype = torch.bfloat16 if args.bf16 else torch.float32  # the step's matmuls run in this type
-    for size in sizes:
+    for size in args.sizes:
         D, h, N, F, B, S, T, V = SIZES[size]
         before = None
         for allocator in allocators:
@@ -292,7 +259,7 @@ def main() -> None:
                 print(f"{'':>9} (no glibc here: keep_freed_memory does nothing)")
                 break
             peak = matmul_flops_per_s(device, dtype=peak_dtype)
-            ours, ref, seconds, in_os, faults = bench(size, device, steps, args.warmup, args.bf16, args.compile,
+            ours, ref, seconds, in_os, faults = bench(size, device, args.steps, args.warmup, args.bf16, args.compile,
                                                       args.adam)
             peak = (peak + matmul_flops_per_s(device, dtype=peak_dtype)) / 2  # the machine's state during the run
             rate = step_flops(D, N, F, B, S, T, V) / seconds
@@ -306,7 +273,7 @@ def main() -> None:
                 print(f"{'':>9} keep_freed_memory: our step {before / seconds:.3f}x as fast as with the default")
             before = seconds
         ratios.append(ours / ref)
-    print(f"min ratio = {min(ratios):.3f}")
+    return ratios
 
 
 if __name__ == "__main__":

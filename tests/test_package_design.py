@@ -103,6 +103,21 @@ def test_no_notebook_directive_leaks_into_the_package():
     assert not leaked, f"notebook directives (#| ...) in generated modules: {leaked}"
 
 
+def test_tools_and_benches_use_the_package_not_each_other():
+    """A tool or bench needs another's function: that function belongs in the package. Only bench/timing.py, the
+    benches' one shared helper beside them, is imported from a script's own folder; nobody edits sys.path."""
+    for folder, allowed in (("tools", set()), ("bench", {"timing"})):
+        scripts = {p.stem for p in (ROOT / folder).glob("*.py")}
+        for path in sorted((ROOT / folder).glob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            assert "sys.path" not in text, f"{folder}/{path.name} edits sys.path"
+            for node in ast.walk(ast.parse(text)):
+                names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                         else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                found = {n.split(".")[0] for n in names} & (scripts - allowed)
+                assert not found, f"{folder}/{path.name} imports {found} from {folder}/"
+
+
 def test_train_and_data_export_only_what_they_define():
     """Tools, tests, benches and notebooks import a name from the module that defines it, not via a hub."""
     for hub in ("train", "data"):

@@ -101,7 +101,7 @@ def main() -> None:
         return
     import torch
 
-    from training_chapter_run import cpu_name  # tools/: the CPU's model name from /proc/cpuinfo
+    from transformer.train import cpu_name
     from transformer.files import atomic_write_bytes
 
     torch.set_num_threads(1)

@@ -87,7 +87,7 @@ def one_run(variant: str, seed: int, out_dir: Path) -> dict:
 
 
 def main() -> None:
-    from training_chapter_run import cpu_name  # tools/: the CPU's model name from /proc/cpuinfo
+    from transformer.train import cpu_name
     from transformer.files import atomic_write_bytes
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

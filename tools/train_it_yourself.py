@@ -29,14 +29,11 @@ from pathlib import Path
 
 import torch
 
-from transformer.checkpoints import load_checkpoint
+from transformer.checkpoints import evaluate_checkpoint, load_checkpoint
 from transformer.config import TrainConfig
 from transformer.files import atomic_write_text
 from transformer.metrics import read_metrics
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ship_model import bleu as scored  # noqa: E402  (BLEU, seconds) of one decoding, as ship_model measures
-from training_chapter_run import cpu_name  # noqa: E402
+from transformer.train import cpu_name
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "train_it_yourself.json"
@@ -67,7 +64,8 @@ def timed_training(config_path: str) -> dict:
 
 def bleu(checkpoint, split: str, beam: int) -> float:
     """sacreBLEU of one decoding of `split` (alpha 1.0 with a beam, as shipped), to two decimals."""
-    return round(scored(checkpoint, split, beam, 1.0 if beam > 1 else 0.0, 0)[0], 2)
+    report = evaluate_checkpoint(checkpoint, split, beam_size=beam, alpha=1.0 if beam > 1 else 0.0)
+    return round(next(s["score"] for s in report["scores"] if s["metric"] == "BLEU"), 2)
 
 
 # Settings that do not change what is trained: a run of the config may differ from the file in these.

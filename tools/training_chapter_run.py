@@ -26,7 +26,7 @@ from transformer.tokenizer import BOS_ID, EOS_ID
 from transformer.checkpoints import load_checkpoint
 from transformer.config import DataConfig, OptimConfig, TrainConfig
 from transformer.metrics import read_metrics
-from transformer.train import train
+from transformer.train import cpu_name, train
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "10_training_run.json"
@@ -61,17 +61,6 @@ def greedy(model: Transformer, src_tok, sentence: str, max_len: int = 40) -> lis
         if ys[-1] == EOS_ID:
             break
     return ys[1:]
-
-
-def cpu_name() -> str:
-    """The CPU's model name where Linux says it, else what `platform` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def rounded(value, digits: int = 6):

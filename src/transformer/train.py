@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['NonFiniteLossError', 'StepStats', 'autocast', 'train_step', 'validation_metrics', 'load_pairs', 'keep_freed_memory',
-           'cpu_has_bf16_matmul', 'TrainResult', 'train']
+           'cpu_name', 'cpu_has_bf16_matmul', 'TrainResult', 'train']
 
 # %% ../../notebooks/95_training_run.ipynb #0b15618b
 import contextlib
@@ -189,6 +189,17 @@ def keep_freed_memory() -> bool:
     return mallopt(_M_MMAP_MAX, 0) == 1 and mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1
 
 # %% ../../notebooks/95_training_run.ipynb #d5a0b2e4
+def cpu_name() -> str:
+    """The CPU's model name where Linux says it, else what `platform` knows: which machine a measurement ran on."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def cpu_has_bf16_matmul() -> bool | None:
     """Whether this x86 CPU has bf16 matrix instructions (AVX512-BF16 or AMX); None where torch cannot tell."""
     probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
