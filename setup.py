@@ -15,14 +15,25 @@ from setuptools.command.build_py import build_py
 from setuptools.errors import FileError
 
 ROOT = Path(__file__).resolve().parent
-SHIPPED = {"models": ROOT / "models", "data": ROOT / "data"}  # folder inside _shipped/ -> folder of the checkout
-REQUIRED = {"models"}  # a wheel without the models is the broken package this file exists to prevent
+SHIPPED = {
+    "models": ROOT / "models",
+    "data": ROOT / "data",
+}  # folder inside _shipped/ -> folder of the checkout
+REQUIRED = {
+    "models"
+}  # a wheel without the models is the broken package this file exists to prevent
 
 
 def _files(folder: Path) -> list[Path]:
     """Every file under `folder`, relative to it, sorted; hidden files and caches left out."""
-    relpaths = (path.relative_to(folder) for path in folder.rglob("*") if path.is_file())
-    return sorted(p for p in relpaths if not any(part.startswith(".") or part == "__pycache__" for part in p.parts))
+    relpaths = (
+        path.relative_to(folder) for path in folder.rglob("*") if path.is_file()
+    )
+    return sorted(
+        p
+        for p in relpaths
+        if not any(part.startswith(".") or part == "__pycache__" for part in p.parts)
+    )
 
 
 class build_py_with_shipped_files(build_py):
@@ -43,9 +54,13 @@ class build_py_with_shipped_files(build_py):
             for name, folder in SHIPPED.items():
                 if not folder.is_dir():
                     if name in REQUIRED:
-                        raise FileError(f"{folder} does not exist: build from a checkout of the course, or from "
-                                        "an sdist made from one (MANIFEST.in puts models/ and data/ into it)")
-                    self.warn(f"{folder} does not exist: the wheel will not carry transformer/_shipped/{name}")
+                        raise FileError(
+                            f"{folder} does not exist: build from a checkout of the course, or from "
+                            "an sdist made from one (MANIFEST.in puts models/ and data/ into it)"
+                        )
+                    self.warn(
+                        f"{folder} does not exist: the wheel will not carry transformer/_shipped/{name}"
+                    )
                     continue
                 for relpath in _files(folder):
                     self._shipped[str(target / name / relpath)] = str(folder / relpath)
@@ -55,14 +70,18 @@ class build_py_with_shipped_files(build_py):
         super().run()
         if self.editable_mode:
             return
-        shutil.rmtree(Path(self.build_lib, "transformer", "_shipped"), ignore_errors=True)  # no stale files
+        shutil.rmtree(
+            Path(self.build_lib, "transformer", "_shipped"), ignore_errors=True
+        )  # no stale files
         for destination, source in self._shipped_mapping().items():
             self.mkpath(str(Path(destination).parent))
             self.copy_file(source, destination)
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
         outputs = super().get_outputs(include_bytecode)
-        return outputs if self.editable_mode else outputs + list(self._shipped_mapping())
+        return (
+            outputs if self.editable_mode else outputs + list(self._shipped_mapping())
+        )
 
     def get_output_mapping(self) -> dict[str, str]:
         mapping = super().get_output_mapping()

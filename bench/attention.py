@@ -8,6 +8,7 @@ Both compute softmax(Q K^T / sqrt(D_h)) V with a causal mask, forward and backwa
 alike; each figure is the median over the timed repeats. Prints time per call for both and the
 speed-up `explicit / fused` (above 1: the fused kernel is faster).
 """
+
 import argparse
 import statistics
 
@@ -25,17 +26,28 @@ SHAPES = [(32, 8, 32, 64), (16, 8, 128, 64), (4, 8, 512, 64)]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu"
+    )
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = parser.parse_args()
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    print(f"device {device}, dtype {args.dtype}, torch {torch.__version__}, threads {torch.get_num_threads()}")
-    print(f"{'B, h, T, D_h':>18} {'explicit ms':>12} {'fused ms':>10} {'explicit/fused':>15}")
+    print(
+        f"device {device}, dtype {args.dtype}, torch {torch.__version__}, threads {torch.get_num_threads()}"
+    )
+    print(
+        f"{'B, h, T, D_h':>18} {'explicit ms':>12} {'fused ms':>10} {'explicit/fused':>15}"
+    )
     g = torch.Generator().manual_seed(0)
     for B, h, T, D_h in SHAPES:
-        Q, K, V = (torch.randn(B, h, T, D_h, generator=g).to(device, dtype).requires_grad_(True) for _ in range(3))
+        Q, K, V = (
+            torch.randn(B, h, T, D_h, generator=g)
+            .to(device, dtype)
+            .requires_grad_(True)
+            for _ in range(3)
+        )
         mask = causal_mask(T, device)
 
         def explicit():

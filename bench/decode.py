@@ -15,6 +15,7 @@
    random weights of the same configuration with outputs capped at source length + 10 tokens, and it
    says which. Prints sentences per second and the total time.
 """
+
 import argparse
 import statistics
 import sys
@@ -30,24 +31,47 @@ from transformer.model import Transformer, TransformerConfig
 
 from timing import timed  # bench/timing.py: python puts the script's folder on the path
 
-SMALL = dict(d_model=256, num_heads=4, num_encoder_layers=3, num_decoder_layers=3, d_ff=1024, dropout=0.0,
-             norm_first=True, max_len=128, share_embeddings=True)  # configs/multi30k-small.toml's [model]
+SMALL = dict(
+    d_model=256,
+    num_heads=4,
+    num_encoder_layers=3,
+    num_decoder_layers=3,
+    d_ff=1024,
+    dropout=0.0,
+    norm_first=True,
+    max_len=128,
+    share_embeddings=True,
+)  # configs/multi30k-small.toml's [model]
 
 
 def cache_ratios(device: torch.device, repeats: int, sync) -> None:
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(8000, 8000, **SMALL)).to(device).eval()
-    src = torch.randint(4, 8000, (32, 16), generator=torch.Generator().manual_seed(0)).to(device)  # (32, S = 16)
-    print(f"greedy decoding, batch of {len(src)}, source length 16, {sum(p.numel() for p in model.parameters()):,} "
-          f"parameters (multi30k-small, random weights), median of {repeats}")
-    print(f"{'output length':>14} {'recompute ms/sent':>18} {'cache ms/sent':>14} {'recompute / cache':>18}")
+    src = torch.randint(
+        4, 8000, (32, 16), generator=torch.Generator().manual_seed(0)
+    ).to(device)  # (32, S = 16)
+    print(
+        f"greedy decoding, batch of {len(src)}, source length 16, {sum(p.numel() for p in model.parameters()):,} "
+        f"parameters (multi30k-small, random weights), median of {repeats}"
+    )
+    print(
+        f"{'output length':>14} {'recompute ms/sent':>18} {'cache ms/sent':>14} {'recompute / cache':>18}"
+    )
     for T in (16, 32, 64):
         runs = {True: [], False: []}
         for _ in range(repeats):
             for use_cache in (True, False):
-                runs[use_cache].append(timed(lambda: greedy_decode(model, src, max_len_a=0.0, max_len_b=T,
-                                                                   use_cache=use_cache), sync))
-        full, cached = (statistics.median(runs[c]) / len(src) * 1000 for c in (False, True))
+                runs[use_cache].append(
+                    timed(
+                        lambda: greedy_decode(
+                            model, src, max_len_a=0.0, max_len_b=T, use_cache=use_cache
+                        ),
+                        sync,
+                    )
+                )
+        full, cached = (
+            statistics.median(runs[c]) / len(src) * 1000 for c in (False, True)
+        )
         print(f"{T:>14} {full:>18.2f} {cached:>14.2f} {full / cached:>17.2f}x")
 
 
@@ -62,27 +86,47 @@ def beam_throughput(device: torch.device, model_path: str | None) -> None:
         from types import SimpleNamespace
         from transformer.tokenizer import train_tokenizer
         import tempfile
+
         torch.manual_seed(0)
         tok_dir = Path(tempfile.mkdtemp(prefix="bench-decode-"))
         train = load_multi30k("train")
         tok = train_tokenizer([s for p in train for s in p], tok_dir / "tok", 8000)
-        ckpt = SimpleNamespace(model=Transformer(TransformerConfig(tok.vocab_size, tok.vocab_size, **SMALL)).to(device).eval(),
-                               src_tokenizer=tok, tgt_tokenizer=tok)
-        limits, what = dict(max_len_a=1.0, max_len_b=10), "random weights (no trained model found), outputs capped at S + 10"
+        ckpt = SimpleNamespace(
+            model=Transformer(
+                TransformerConfig(tok.vocab_size, tok.vocab_size, **SMALL)
+            )
+            .to(device)
+            .eval(),
+            src_tokenizer=tok,
+            tgt_tokenizer=tok,
+        )
+        limits, what = (
+            dict(max_len_a=1.0, max_len_b=10),
+            "random weights (no trained model found), outputs capped at S + 10",
+        )
     start = time.perf_counter()
     out = translate(ckpt, sources, beam_size=4, alpha=0.6, batch_size=64, **limits)
     seconds = time.perf_counter() - start
     words = sum(len(o.split()) for o in out)
-    print(f"beam search k = 4 over test_2016_flickr ({len(sources)} sentences, batches of 64), {what}:")
-    print(f"  {seconds:.1f} s in all, {len(sources) / seconds:.1f} sentences/s, {words / seconds:.0f} output words/s "
-          f"(torch threads: {torch.get_num_threads()})")
+    print(
+        f"beam search k = 4 over test_2016_flickr ({len(sources)} sentences, batches of 64), {what}:"
+    )
+    print(
+        f"  {seconds:.1f} s in all, {len(sources) / seconds:.1f} sentences/s, {words / seconds:.0f} output words/s "
+        f"(torch threads: {torch.get_num_threads()})"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu"
+    )
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--model", help="checkpoint for the throughput part (default: the shipped multi30k-de-en)")
+    parser.add_argument(
+        "--model",
+        help="checkpoint for the throughput part (default: the shipped multi30k-de-en)",
+    )
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
     device = torch.device(args.device)

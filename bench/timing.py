@@ -1,4 +1,5 @@
 """What the benchmarks share: time one call, with the device synchronised before and after it."""
+
 import time
 
 

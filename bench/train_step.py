@@ -18,6 +18,7 @@ of the rate of one large matrix product measured in the same process (`matmul_fl
 
 What it measured on the course's machine, and what those measurements decided, is in `bench/RESULTS.md`.
 """
+
 import argparse
 import resource
 import statistics
@@ -37,7 +38,16 @@ from transformer.train import keep_freed_memory
 # name: (D, h, N layers each side, D_ff, batch size B, source length S, target length T, vocabulary)
 SIZES = {
     "tiny": (64, 4, 2, 256, 32, 20, 20, 1000),
-    "shipped": (256, 4, 3, 1024, 128, 16, 16, 8000),  # models/multi30k-de-en's shape, a 2,048-token batch a side
+    "shipped": (
+        256,
+        4,
+        3,
+        1024,
+        128,
+        16,
+        16,
+        8000,
+    ),  # models/multi30k-de-en's shape, a 2,048-token batch a side
     "small": (128, 4, 2, 512, 32, 24, 24, 4000),
     "medium": (256, 8, 3, 1024, 32, 24, 24, 8000),
     "base": (512, 8, 6, 2048, 64, 32, 32, 10000),
@@ -54,22 +64,40 @@ class TorchReference(nn.Module):
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
         self.positional = PositionalEncoding(c.d_model, c.max_len, c.dropout)
-        self.core = nn.Transformer(c.d_model, c.num_heads, c.num_encoder_layers, c.num_decoder_layers, c.d_ff,
-                                   c.dropout, batch_first=True, norm_first=c.norm_first)
+        self.core = nn.Transformer(
+            c.d_model,
+            c.num_heads,
+            c.num_encoder_layers,
+            c.num_decoder_layers,
+            c.d_ff,
+            c.dropout,
+            batch_first=True,
+            norm_first=c.norm_first,
+        )
         self.generator = nn.Linear(c.d_model, c.tgt_vocab_size)
         self.generator.weight = self.tgt_embed.embedding.weight
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         T = tgt.shape[1]
-        causal = torch.ones(T, T, dtype=torch.bool, device=tgt.device).triu(1)  # True = blocked (torch's convention)
+        causal = torch.ones(T, T, dtype=torch.bool, device=tgt.device).triu(
+            1
+        )  # True = blocked (torch's convention)
         src_pad, tgt_pad = src == self.pad_id, tgt == self.pad_id  # (B, S), (B, T)
-        h = self.core(self.positional(self.src_embed(src)), self.positional(self.tgt_embed(tgt)), tgt_mask=causal,
-                      src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_pad,
-                      tgt_is_causal=True)  # (B, T, D)
+        h = self.core(
+            self.positional(self.src_embed(src)),
+            self.positional(self.tgt_embed(tgt)),
+            tgt_mask=causal,
+            src_key_padding_mask=src_pad,
+            tgt_key_padding_mask=tgt_pad,
+            memory_key_padding_mask=src_pad,
+            tgt_is_causal=True,
+        )  # (B, T, D)
         return self.generator(h)  # (B, T, V)
 
 
-def make_batch(B: int, S: int, T: int, V: int, device, generator) -> tuple[Tensor, Tensor, Tensor]:
+def make_batch(
+    B: int, S: int, T: int, V: int, device, generator
+) -> tuple[Tensor, Tensor, Tensor]:
     """Random ids with ragged lengths (padding at the end), as a length-bucketed batch looks."""
     src = torch.randint(4, V, (B, S), generator=generator)
     tgt = torch.randint(4, V, (B, T + 1), generator=generator)
@@ -102,12 +130,20 @@ def step_flops(D: int, N: int, F: int, B: int, S: int, T: int, V: int) -> int:
     Norms, softmax, dropout, the loss and Adam are element-wise and left out (they are memory-bound).
     """
     encoder = N * (8 * B * S * D * D + 4 * B * S * S * D + 4 * B * S * D * F)
-    decoder = N * (8 * B * T * D * D + 4 * B * T * T * D + 4 * B * T * D * D + 4 * B * S * D * D
-                   + 4 * B * T * S * D + 4 * B * T * D * F)
+    decoder = N * (
+        8 * B * T * D * D
+        + 4 * B * T * T * D
+        + 4 * B * T * D * D
+        + 4 * B * S * D * D
+        + 4 * B * T * S * D
+        + 4 * B * T * D * F
+    )
     return 3 * (encoder + decoder + 2 * B * T * D * V)
 
 
-def rand_dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+def rand_dropout(
+    input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+) -> Tensor:
     """Dropout with its mask from `torch.rand_like(input) >= p` instead of `bernoulli_` (what `--dropout rand`
     measures: how much of the step a cheaper mask would save; training uses torch's dropout)."""
     if not training or p == 0.0:
@@ -115,10 +151,17 @@ def rand_dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: 
     return input * (torch.rand_like(input) >= p) * (1.0 / (1.0 - p))
 
 
-def matmul_flops_per_s(device: torch.device, n: int = 2048, repeats: int = 7,
-                       dtype: torch.dtype = torch.float32) -> float:
+def matmul_flops_per_s(
+    device: torch.device,
+    n: int = 2048,
+    repeats: int = 7,
+    dtype: torch.dtype = torch.float32,
+) -> float:
     """The rate of one large matrix product (n x n @ n x n, in `dtype`) in this process: the practical peak."""
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    a, b = (
+        torch.randn(n, n, device=device, dtype=dtype),
+        torch.randn(n, n, device=device, dtype=dtype),
+    )
     times = []
     for _ in range(repeats + 1):
         sync(device)
@@ -126,7 +169,7 @@ def matmul_flops_per_s(device: torch.device, n: int = 2048, repeats: int = 7,
         a @ b
         sync(device)
         times.append(time.perf_counter() - t0)
-    return 2 * n ** 3 / statistics.median(times[1:])
+    return 2 * n**3 / statistics.median(times[1:])
 
 
 def sync(device: torch.device) -> None:
@@ -136,6 +179,7 @@ def sync(device: torch.device) -> None:
 
 class Measured(NamedTuple):
     """One size's figures over the timed steps (medians of the step times)."""
+
     ours: float  # tokens per second, our model
     torch: float  # tokens per second, torch.nn.Transformer
     seconds: float  # seconds per step, our model
@@ -143,28 +187,55 @@ class Measured(NamedTuple):
     faults: float  # page faults per step
 
 
-def bench(size: str, device: torch.device, steps: int, warmup: int, bf16: bool,
-          compile_: bool, adam: str = "default") -> Measured:
+def bench(
+    size: str,
+    device: torch.device,
+    steps: int,
+    warmup: int,
+    bf16: bool,
+    compile_: bool,
+    adam: str = "default",
+) -> Measured:
     """Time `steps` training steps of both models at `size`, alternating them step by step."""
     D, h, N, F, B, S, T, V = SIZES[size]
-    c = TransformerConfig(src_vocab_size=V, tgt_vocab_size=V, d_model=D, num_heads=h, num_encoder_layers=N,
-                          num_decoder_layers=N, d_ff=F, dropout=0.1, max_len=max(S, T) + 2)
+    c = TransformerConfig(
+        src_vocab_size=V,
+        tgt_vocab_size=V,
+        d_model=D,
+        num_heads=h,
+        num_encoder_layers=N,
+        num_decoder_layers=N,
+        d_ff=F,
+        dropout=0.1,
+        max_len=max(S, T) + 2,
+    )
     torch.manual_seed(0)
     models = {"ours": Transformer(c).to(device), "torch": TorchReference(c).to(device)}
     kind = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[adam]
-    optims = {k: torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **kind)
-              for k, m in models.items()}
-    runners = {k: (torch.compile(m, dynamic=False) if compile_ else m) for k, m in models.items()}
+    optims = {
+        k: torch.optim.Adam(
+            m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **kind
+        )
+        for k, m in models.items()
+    }
+    runners = {
+        k: (torch.compile(m, dynamic=False) if compile_ else m)
+        for k, m in models.items()
+    }
     g = torch.Generator().manual_seed(0)
     batch = make_batch(B, S, T, V, device, g)
-    tokens = int((batch[0] != 0).sum() + (batch[2] != 0).sum())  # source + target tokens of the step
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+    tokens = int(
+        (batch[0] != 0).sum() + (batch[2] != 0).sum()
+    )  # source + target tokens of the step
+    autocast = (
+        torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+    )
     times = {k: [] for k in models}
     usage = None
     for i in range(warmup + steps):
         if i == warmup:
             usage = resource.getrusage(resource.RUSAGE_SELF)
-        for k in (("ours", "torch") if i % 2 == 0 else ("torch", "ours")):
+        for k in ("ours", "torch") if i % 2 == 0 else ("torch", "ours"):
             sync(device)
             t0 = time.perf_counter()
             step(runners[k], optims[k], batch, autocast)
@@ -173,10 +244,16 @@ def bench(size: str, device: torch.device, steps: int, warmup: int, bf16: bool,
                 times[k].append(time.perf_counter() - t0)
     after = resource.getrusage(resource.RUSAGE_SELF)
     system, user = after.ru_stime - usage.ru_stime, after.ru_utime - usage.ru_utime
-    in_os = system / max(system + user, 1e-9)  # the share of CPU time the operating system spent for the process
-    faults = (after.ru_minflt - usage.ru_minflt) / (2 * steps)  # page faults per step (both models)
+    in_os = system / max(
+        system + user, 1e-9
+    )  # the share of CPU time the operating system spent for the process
+    faults = (after.ru_minflt - usage.ru_minflt) / (
+        2 * steps
+    )  # page faults per step (both models)
     ours = statistics.median(times["ours"])
-    return Measured(tokens / ours, tokens / statistics.median(times["torch"]), ours, in_os, faults)
+    return Measured(
+        tokens / ours, tokens / statistics.median(times["torch"]), ours, in_os, faults
+    )
 
 
 def padding_report(max_tokens: int) -> str:
@@ -197,33 +274,66 @@ def padding_report(max_tokens: int) -> str:
     per_batch = []
     for batch in TokenBudgetBatchSampler(data.lengths, max_tokens, seed=0):
         src = [len(data.src_ids[i]) for i in batch]
-        tgt = [len(data.tgt_ids[i]) + 1 for i in batch]  # bos + target (input) or target + eos (output)
+        tgt = [
+            len(data.tgt_ids[i]) + 1 for i in batch
+        ]  # bos + target (input) or target + eos (output)
         real["src"], real["tgt"] = real["src"] + sum(src), real["tgt"] + sum(tgt)
-        cells["src"], cells["tgt"] = cells["src"] + len(batch) * max(src), cells["tgt"] + len(batch) * max(tgt)
-        per_batch.append(1 - (sum(src) + sum(tgt)) / (len(batch) * (max(src) + max(tgt))))
+        cells["src"], cells["tgt"] = (
+            cells["src"] + len(batch) * max(src),
+            cells["tgt"] + len(batch) * max(tgt),
+        )
+        per_batch.append(
+            1 - (sum(src) + sum(tgt)) / (len(batch) * (max(src) + max(tgt)))
+        )
     share = {k: 1 - real[k] / cells[k] for k in real}
-    return (f"padding at max_tokens={max_tokens}: {len(per_batch)} batches; pad share of the source cells "
-            f"{share['src']:.1%}, of the target cells {share['tgt']:.1%}; per batch median "
-            f"{statistics.median(per_batch):.1%}, worst {max(per_batch):.1%}")
+    return (
+        f"padding at max_tokens={max_tokens}: {len(per_batch)} batches; pad share of the source cells "
+        f"{share['src']:.1%}, of the target cells {share['tgt']:.1%}; per batch median "
+        f"{statistics.median(per_batch):.1%}, worst {max(per_batch):.1%}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu"
+    )
     parser.add_argument("--sizes", nargs="+", default=None, choices=sorted(SIZES))
-    parser.add_argument("--steps", type=int, default=None, help="timed steps per model (default: 20 CPU, 50 GPU)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="timed steps per model (default: 20 CPU, 50 GPU)",
+    )
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--bf16", action="store_true", help="bf16 autocast (as training does on CUDA)")
-    parser.add_argument("--compile", action="store_true", help="torch.compile both models")
-    parser.add_argument("--adam", default="default", choices=["default", "foreach", "fused"],
-                        help="torch.optim.Adam's implementation: its default (a loop over tensors on the CPU), "
-                             "foreach (one kernel per operation over all tensors) or fused (one kernel)")
+    parser.add_argument(
+        "--bf16", action="store_true", help="bf16 autocast (as training does on CUDA)"
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="torch.compile both models"
+    )
+    parser.add_argument(
+        "--adam",
+        default="default",
+        choices=["default", "foreach", "fused"],
+        help="torch.optim.Adam's implementation: its default (a loop over tensors on the CPU), "
+        "foreach (one kernel per operation over all tensors) or fused (one kernel)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--dropout", default="torch", choices=["torch", "rand"],
-                        help="torch: torch's dropout (bernoulli_ masks), as training runs; rand: masks from "
-                             "rand_like >= p (what a cheaper mask would save)")
-    parser.add_argument("--padding", type=int, nargs="*", metavar="MAX_TOKENS",
-                        help="only report the pad share of Multi30k batches at these token budgets (default 2048)")
+    parser.add_argument(
+        "--dropout",
+        default="torch",
+        choices=["torch", "rand"],
+        help="torch: torch's dropout (bernoulli_ masks), as training runs; rand: masks from "
+        "rand_like >= p (what a cheaper mask would save)",
+    )
+    parser.add_argument(
+        "--padding",
+        type=int,
+        nargs="*",
+        metavar="MAX_TOKENS",
+        help="only report the pad share of Multi30k batches at these token budgets (default 2048)",
+    )
     args = parser.parse_args()
     if args.padding is not None:
         for max_tokens in args.padding or [2048]:
@@ -233,13 +343,21 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     gpu = device.type == "cuda"
-    args.sizes = args.sizes or (["medium", "base", "big-batch"] if gpu else ["small", "medium"])
+    args.sizes = args.sizes or (
+        ["medium", "base", "big-batch"] if gpu else ["small", "medium"]
+    )
     args.steps = args.steps or (50 if gpu else 20)
-    print(f"device={device} bf16={args.bf16} compile={args.compile} adam={args.adam} dropout={args.dropout} "
-          f"threads={torch.get_num_threads()} torch={torch.__version__} steps={args.steps}")
+    print(
+        f"device={device} bf16={args.bf16} compile={args.compile} adam={args.adam} dropout={args.dropout} "
+        f"threads={torch.get_num_threads()} torch={torch.__version__} steps={args.steps}"
+    )
     # `--dropout rand`: nn.Dropout and our attention read nn.functional.dropout at call time; patched for the
     # measurements only, and put back when they end
-    with mock.patch.object(nn.functional, "dropout", rand_dropout) if args.dropout == "rand" else nullcontext():
+    with (
+        mock.patch.object(nn.functional, "dropout", rand_dropout)
+        if args.dropout == "rand"
+        else nullcontext()
+    ):
         ratios = measure_sizes(args, device)
     print(f"min ratio = {min(ratios):.3f}")
 
@@ -249,8 +367,12 @@ def measure_sizes(args, device: torch.device) -> list[float]:
     ratios = []
     # On a CPU each size runs twice in this process: first with glibc's default allocator, then as `train` runs
     # (keep_freed_memory, which cannot be undone within a process); the second run's figures are the headline.
-    allocators = ["glibc default", "keep_freed_memory"] if device.type == "cpu" else ["default"]
-    peak_dtype = torch.bfloat16 if args.bf16 else torch.float32  # the step's matmuls run in this type
+    allocators = (
+        ["glibc default", "keep_freed_memory"] if device.type == "cpu" else ["default"]
+    )
+    peak_dtype = (
+        torch.bfloat16 if args.bf16 else torch.float32
+    )  # the step's matmuls run in this type
     for size in args.sizes:
         D, h, N, F, B, S, T, V = SIZES[size]
         before = None
@@ -259,18 +381,35 @@ def measure_sizes(args, device: torch.device) -> list[float]:
                 print(f"{'':>9} (no glibc here: keep_freed_memory does nothing)")
                 break
             peak = matmul_flops_per_s(device, dtype=peak_dtype)
-            ours, ref, seconds, in_os, faults = bench(size, device, args.steps, args.warmup, args.bf16, args.compile,
-                                                      args.adam)
-            peak = (peak + matmul_flops_per_s(device, dtype=peak_dtype)) / 2  # the machine's state during the run
+            ours, ref, seconds, in_os, faults = bench(
+                size,
+                device,
+                args.steps,
+                args.warmup,
+                args.bf16,
+                args.compile,
+                args.adam,
+            )
+            peak = (
+                peak + matmul_flops_per_s(device, dtype=peak_dtype)
+            ) / 2  # the machine's state during the run
             rate = step_flops(D, N, F, B, S, T, V) / seconds
-            print(f"{size:>9} (D={D}, h={h}, N={N}, D_ff={F}, B={B}, S={S}, T={T}, V={V}), allocator {allocator}: "
-                  f"ours {ours:,.0f} tok/s, torch {ref:,.0f} tok/s, ratio = {ours / ref:.3f}")
-            print(f"{'':>9} model FLOP/s of our step {rate / 1e9:,.1f} G = {rate / peak:.0%} of a large "
-                  f"{str(peak_dtype).removeprefix('torch.')} matmul's {peak / 1e9:,.1f} G in this process "
-                  f"(efficiency = {rate / peak:.3f})")
-            print(f"{'':>9} CPU time in the operating system {in_os:.1%}, {faults:,.0f} page faults per step")
+            print(
+                f"{size:>9} (D={D}, h={h}, N={N}, D_ff={F}, B={B}, S={S}, T={T}, V={V}), allocator {allocator}: "
+                f"ours {ours:,.0f} tok/s, torch {ref:,.0f} tok/s, ratio = {ours / ref:.3f}"
+            )
+            print(
+                f"{'':>9} model FLOP/s of our step {rate / 1e9:,.1f} G = {rate / peak:.0%} of a large "
+                f"{str(peak_dtype).removeprefix('torch.')} matmul's {peak / 1e9:,.1f} G in this process "
+                f"(efficiency = {rate / peak:.3f})"
+            )
+            print(
+                f"{'':>9} CPU time in the operating system {in_os:.1%}, {faults:,.0f} page faults per step"
+            )
             if before is not None:
-                print(f"{'':>9} keep_freed_memory: our step {before / seconds:.3f}x as fast as with the default")
+                print(
+                    f"{'':>9} keep_freed_memory: our step {before / seconds:.3f}x as fast as with the default"
+                )
             before = seconds
         ratios.append(ours / ref)
     return ratios

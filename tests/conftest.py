@@ -1,4 +1,5 @@
 """Shared test fixtures: where the real corpora are, a quiet torch, and the built book in a browser."""
+
 import functools
 import http.server
 import os
@@ -27,7 +28,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 @pytest.fixture(scope="session")
 def course_data() -> Path:
     """The course's copy of the corpora, in the repository's `data/` (every clone has it)."""
-    assert (COURSE_DATA / "SHA256SUMS").is_file(), f"{COURSE_DATA} is incomplete: restore it with `git checkout -- data/`"
+    assert (COURSE_DATA / "SHA256SUMS").is_file(), (
+        f"{COURSE_DATA} is incomplete: restore it with `git checkout -- data/`"
+    )
     return COURSE_DATA
 
 
@@ -37,10 +40,34 @@ OFFLINE_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens, every
 def reader_env(home: Path) -> dict[str, str]:
     """The environment of a reader's shell on a machine with nothing of ours: HOME the given (empty) folder, no
     course variables, caches, Python paths or pytest state inherited, and every download refused."""
-    dropped = ("TRANSFORMER_", "XDG_", "PYTEST_", "NBVAL", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "COV_CORE_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped) and k.lower() != "no_proxy"}
-    env.update(dict.fromkeys(("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"),
-                             OFFLINE_PROXY))
+    dropped = (
+        "TRANSFORMER_",
+        "XDG_",
+        "PYTEST_",
+        "NBVAL",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "VIRTUAL_ENV",
+        "COV_CORE_",
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(dropped) and k.lower() != "no_proxy"
+    }
+    env.update(
+        dict.fromkeys(
+            (
+                "http_proxy",
+                "https_proxy",
+                "all_proxy",
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "ALL_PROXY",
+            ),
+            OFFLINE_PROXY,
+        )
+    )
     env["HOME"] = str(home)
     return env
 
@@ -55,8 +82,15 @@ def pytest_collection_modifyitems(config, items):
 # The browser tests (tests/test_book_browser.py, tests/test_widget_page.py) share one build of the book,
 # one local server and one Chromium per pytest process.
 CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -68,19 +102,43 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 def built_book(tmp_path_factory) -> Path:
     """The book built as `.ci/run` builds it (warnings are errors) into a temporary folder: its html folder."""
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: install it (Debian: apt-get install chromium) to run the browser tests")
-    pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
+        pytest.skip(
+            f"no Chromium at {CHROMIUM}: install it (Debian: apt-get install chromium) to run the browser tests"
+        )
+    pytest.importorskip(
+        "playwright.sync_api", reason="pip install playwright (in requirements.txt)"
+    )
     # Three test modules read the book and pytest-xdist may give them to different workers: the workers of one
     # run share one build (the folder above each worker's own temporary folder belongs to this run), under a lock.
     shared = os.environ.get("PYTEST_XDIST_WORKER") is not None
-    out = tmp_path_factory.getbasetemp().parent / "book" if shared else tmp_path_factory.mktemp("book")
+    out = (
+        tmp_path_factory.getbasetemp().parent / "book"
+        if shared
+        else tmp_path_factory.mktemp("book")
+    )
     with FileLock(str(out) + ".lock"):
         if not (out / "built").is_file():
             out.mkdir(exist_ok=True)
             jupyter_book = Path(sys.executable).with_name("jupyter-book")
-            result = subprocess.run([str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going", "--path-output",
-                                     str(out)], capture_output=True, text=True, cwd=ROOT, timeout=900)
-            assert result.returncode == 0, f"the book build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+            result = subprocess.run(
+                [
+                    str(jupyter_book),
+                    "build",
+                    str(ROOT),
+                    "-W",
+                    "-n",
+                    "--keep-going",
+                    "--path-output",
+                    str(out),
+                ],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=900,
+            )
+            assert result.returncode == 0, (
+                f"the book build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+            )
             (out / "built").touch()
     return out / "_build" / "html"
 
@@ -88,7 +146,9 @@ def built_book(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def book_site(built_book):
     """The built book served on localhost: its base URL, ending in '/'."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(built_book)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(built_book))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/"
     server.shutdown()
@@ -126,7 +186,9 @@ def _open_offline(browser, url: str):
     page.route("**/*", only_localhost)
     page.goto(url, wait_until="load")
     page.wait_for_load_state("networkidle")
-    page.evaluate("() => (window.MathJax && MathJax.startup && MathJax.startup.promise) || null")
+    page.evaluate(
+        "() => (window.MathJax && MathJax.startup && MathJax.startup.promise) || null"
+    )
     return page, errors, refused
 
 

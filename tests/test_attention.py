@@ -1,4 +1,5 @@
 """`transformer.attention`: agreement with references, masks, and the permutation properties."""
+
 import math
 
 import pytest
@@ -11,14 +12,19 @@ import transformer
 from transformer.attention import attention
 
 dims = st.integers(min_value=1, max_value=9)
-shapes = st.tuples(st.integers(1, 3), st.integers(1, 3), dims, dims, dims, dims)  # B, h, T, S, D_k, D_v
+shapes = st.tuples(
+    st.integers(1, 3), st.integers(1, 3), dims, dims, dims, dims
+)  # B, h, T, S, D_k, D_v
 FAST = settings(max_examples=40, deadline=None)
 
 
 def random_qkv(B, h, T, S, D_k, D_v, seed, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(B, h, T, D_k, generator=g, dtype=dtype), torch.randn(B, h, S, D_k, generator=g, dtype=dtype),
-            torch.randn(B, h, S, D_v, generator=g, dtype=dtype))
+    return (
+        torch.randn(B, h, T, D_k, generator=g, dtype=dtype),
+        torch.randn(B, h, S, D_k, generator=g, dtype=dtype),
+        torch.randn(B, h, S, D_v, generator=g, dtype=dtype),
+    )
 
 
 def reference_attention(Q, K, V, mask=None):
@@ -29,7 +35,9 @@ def reference_attention(Q, K, V, mask=None):
     for i in range(T):
         z = (K @ Q[..., i, :, None]).squeeze(-1) / math.sqrt(Q.shape[-1])  # (..., S)
         if mask is not None:
-            z = z.masked_fill(~mask.expand(*lead, T, K.shape[-2])[..., i, :], float("-inf"))
+            z = z.masked_fill(
+                ~mask.expand(*lead, T, K.shape[-2])[..., i, :], float("-inf")
+            )
         out[..., i, :] = (torch.softmax(z, -1)[..., None] * V).sum(-2)
     return out
 
@@ -45,8 +53,12 @@ def test_attention_matches_float64_definition_and_fused_kernel(shape, seed):
     A, weights = attention(Q, K, V)
     B, h, T, S, D_k, D_v = shape
     assert A.shape == (B, h, T, D_v) and weights.shape == (B, h, T, S)
-    torch.testing.assert_close(A.double(), reference_attention(Q, K, V), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(A, F.scaled_dot_product_attention(Q, K, V), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        A.double(), reference_attention(Q, K, V), rtol=1e-5, atol=1e-5
+    )
+    torch.testing.assert_close(
+        A, F.scaled_dot_product_attention(Q, K, V), rtol=1e-5, atol=1e-5
+    )
     torch.testing.assert_close(weights.sum(-1), torch.ones(B, h, T))
 
 
@@ -60,8 +72,12 @@ def test_masked_attention_matches_fused_kernel_and_zeroes_masked_weights(shape, 
     mask[..., torch.randint(S, (1,), generator=g)] = True  # every query may see one key
     A, weights = attention(Q, K, V, mask)
     assert (weights.masked_select(~mask.expand_as(weights)) == 0).all()
-    torch.testing.assert_close(A, F.scaled_dot_product_attention(Q, K, V, attn_mask=mask), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(A.double(), reference_attention(Q, K, V, mask), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        A, F.scaled_dot_product_attention(Q, K, V, attn_mask=mask), rtol=1e-5, atol=1e-5
+    )
+    torch.testing.assert_close(
+        A.double(), reference_attention(Q, K, V, mask), rtol=1e-5, atol=1e-5
+    )
 
 
 @FAST
@@ -113,9 +129,14 @@ def test_scale_is_square_root_of_key_width():
 
 
 def test_gradcheck_float64():
-    Q, K, V = (t.requires_grad_(True) for t in random_qkv(1, 2, 3, 4, 5, 2, seed=3, dtype=torch.float64))
+    Q, K, V = (
+        t.requires_grad_(True)
+        for t in random_qkv(1, 2, 3, 4, 5, 2, seed=3, dtype=torch.float64)
+    )
     mask = torch.tensor([[True, True, False, True]])
-    assert torch.autograd.gradcheck(lambda q, k, v: attention(q, k, v, mask)[0], (Q, K, V))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: attention(q, k, v, mask)[0], (Q, K, V)
+    )
 
 
 def test_bad_inputs_say_what_to_do():

@@ -1,9 +1,15 @@
 """Chapter 17: tiled attention (the online softmax) and the key/value cache's size."""
+
 import pytest
 import torch
 
 from transformer.attention import attention
-from transformer.attention_cost import cache_nbytes, kv_cache_bytes, largest_result, tiled_attention
+from transformer.attention_cost import (
+    cache_nbytes,
+    kv_cache_bytes,
+    largest_result,
+    tiled_attention,
+)
 from transformer.decoding import DecoderSteps
 from transformer.masking import causal_mask, padding_mask
 from transformer.modern import ModelConfig, build_model
@@ -11,29 +17,44 @@ from transformer.tokenizer import BOS_ID
 
 
 @pytest.mark.parametrize("block", [1, 5, 16, 31, 100])
-def test_tiled_attention_equals_attention_in_float64_with_padding_causal_and_empty_rows(block):
+def test_tiled_attention_equals_attention_in_float64_with_padding_causal_and_empty_rows(
+    block,
+):
     gen = torch.Generator().manual_seed(block)
     Q = torch.randn(2, 3, 19, 8, dtype=torch.float64, generator=gen)
     K, V = torch.randn(2, 2, 3, 31, 8, dtype=torch.float64, generator=gen).unbind(0)
     src = torch.randint(3, 9, (2, 31), generator=gen)
     src[1, 20:] = 0
-    mask = padding_mask(src, 0) & torch.ones(19, 31, dtype=torch.bool).tril(12)  # (2, 1, 19, 31)
+    mask = padding_mask(src, 0) & torch.ones(19, 31, dtype=torch.bool).tril(
+        12
+    )  # (2, 1, 19, 31)
     mask = mask.expand(2, 3, 19, 31).clone()
     mask[0, 1, 4] = False  # a query that may attend to nothing
-    torch.testing.assert_close(tiled_attention(Q, K, V, mask, block=block), attention(Q, K, V, mask)[0],
-                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        tiled_attention(Q, K, V, mask, block=block),
+        attention(Q, K, V, mask)[0],
+        rtol=0,
+        atol=1e-12,
+    )
     assert tiled_attention(Q, K, V, mask, block=block)[0, 1, 4].abs().max() == 0
 
 
 def test_tiled_attention_without_mask_and_with_a_larger_value_width():
-    Q, K = torch.randn(2, 4, 10, 6, dtype=torch.float64), torch.randn(2, 4, 7, 6, dtype=torch.float64)
+    Q, K = (
+        torch.randn(2, 4, 10, 6, dtype=torch.float64),
+        torch.randn(2, 4, 7, 6, dtype=torch.float64),
+    )
     V = torch.randn(2, 4, 7, 9, dtype=torch.float64)
-    torch.testing.assert_close(tiled_attention(Q, K, V, block=3), attention(Q, K, V)[0], rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        tiled_attention(Q, K, V, block=3), attention(Q, K, V)[0], rtol=0, atol=1e-12
+    )
 
 
 def test_tiled_attention_survives_scores_that_overflow_a_naive_softmax():
     Q, K, V = torch.randn(3, 1, 5, 4).unbind(0)
-    Q = Q * 1000  # scores in the thousands: exp overflows float32 without the running maximum
+    Q = (
+        Q * 1000
+    )  # scores in the thousands: exp overflows float32 without the running maximum
     out = tiled_attention(Q, K, V, block=2)
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out, attention(Q, K, V)[0], rtol=1e-4, atol=1e-4)
@@ -52,16 +73,28 @@ def test_tiled_attention_never_allocates_the_score_matrix():
     Q, K, V = torch.randn(3, 1, 2, S, 32).unbind(0)
     mask = causal_mask(S)
     explicit, _ = largest_result(lambda: attention(Q, K, V, mask))
-    tiled, function = largest_result(lambda: tiled_attention(Q, K, V, mask, block=block))
+    tiled, function = largest_result(
+        lambda: tiled_attention(Q, K, V, mask, block=block)
+    )
     assert explicit == 2 * S * S * 4  # (B, h, S, S) float32: the scores
-    assert tiled == 2 * S * block * 4, function  # (B, h, S, block): one slice of them at a time
+    assert tiled == 2 * S * block * 4, (
+        function
+    )  # (B, h, S, block): one slice of them at a time
 
 
 @pytest.mark.parametrize("kv_heads", [0, 2, 1])
 def test_the_cache_holds_what_kv_cache_bytes_says(kv_heads):
     torch.manual_seed(0)
-    config = ModelConfig(src_vocab_size=30, tgt_vocab_size=30, d_model=32, num_heads=4, num_encoder_layers=1,
-                               num_decoder_layers=2, d_ff=64, kv_heads=kv_heads)
+    config = ModelConfig(
+        src_vocab_size=30,
+        tgt_vocab_size=30,
+        d_model=32,
+        num_heads=4,
+        num_encoder_layers=1,
+        num_decoder_layers=2,
+        d_ff=64,
+        kv_heads=kv_heads,
+    )
     model = build_model(config).eval()
     src = torch.randint(3, 30, (3, 11))
     with torch.no_grad():
@@ -71,5 +104,7 @@ def test_the_cache_holds_what_kv_cache_bytes_says(kv_heads):
         for _ in range(5):
             ys = torch.cat([ys, state.step(ys).argmax(-1, keepdim=True)], 1)
     expected = kv_cache_bytes(config, target_len=5, source_len=11, batch=3)
-    assert cache_nbytes(state.cache) == {k: expected[k] for k in ("self_attention", "cross_attention")}
+    assert cache_nbytes(state.cache) == {
+        k: expected[k] for k in ("self_attention", "cross_attention")
+    }
     assert expected["per_token"] == 2 * 2 * (kv_heads or 4) * 8 * 4

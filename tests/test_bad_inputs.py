@@ -10,8 +10,8 @@ values to every config field; the reverse check makes sure a real bug is not dre
 
 The model is configs/tiny.toml, trained once for the module (seconds).
 """
+
 import ast
-import contextlib
 import importlib.util
 import io
 import json
@@ -38,8 +38,15 @@ from transformer.checkpoints import load_checkpoint, load_training_state
 from transformer.config import DataConfig, OptimConfig, TrainConfig
 from transformer.corpora import ChecksumError, CorpusFormatError, CorpusNotFoundError
 from transformer.checkpoints import load_translator
-from transformer.errors import (CheckpointError, CheckpointNotFoundError, ConfigError, CorpusError, InputError,
-                                RunExistsError, TransformerError)
+from transformer.errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    ConfigError,
+    CorpusError,
+    InputError,
+    RunExistsError,
+    TransformerError,
+)
 from transformer.decoding import translate
 from transformer.metrics import read_metrics
 from transformer.modern import ModelConfig
@@ -51,11 +58,13 @@ SENTENCE = "Ein Hund läuft."
 
 # ---------------------------------------------------------------- fixtures and helpers
 
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, course_data) -> Path:
     """A run folder of configs/tiny.toml: checkpoints/step-*, latest, best, metrics.csv."""
     from test_train import tiny
     from transformer.train import train
+
     config = tiny(tmp_path_factory.mktemp("bad-inputs"))
     train(config)
     return Path(config.out_dir)
@@ -68,16 +77,29 @@ def latest(run: Path) -> Path:
 def listing(*roots: Path) -> dict:
     """Every file and folder under `roots`, a file with its size and modification time: what a command must not
     change. (A folder's own time changes when a file is made and removed again, leaving nothing behind.)"""
-    return {str(p): None if p.is_dir() and not p.is_symlink() else (p.lstat().st_size, p.lstat().st_mtime_ns)
-            for root in roots for p in [root, *root.rglob("*")]}
+    return {
+        str(p): None
+        if p.is_dir() and not p.is_symlink()
+        else (p.lstat().st_size, p.lstat().st_mtime_ns)
+        for root in roots
+        for p in [root, *root.rglob("*")]
+    }
 
 
-CLOSED = object()  # standard input closed (`transformer translate <&-`): Python's sys.stdin is None
+CLOSED = (
+    object()
+)  # standard input closed (`transformer translate <&-`): Python's sys.stdin is None
 
 
-def run_main(argv: list[str], stdin: bytes | None, capsys, monkeypatch) -> tuple[int, str, str]:
+def run_main(
+    argv: list[str], stdin: bytes | None, capsys, monkeypatch
+) -> tuple[int, str, str]:
     """`transformer ARGV` in this process: (exit status, stdout, stderr)."""
-    monkeypatch.setattr(sys, "stdin", None if stdin is CLOSED else io.TextIOWrapper(io.BytesIO(stdin or b"")))
+    monkeypatch.setattr(
+        sys,
+        "stdin",
+        None if stdin is CLOSED else io.TextIOWrapper(io.BytesIO(stdin or b"")),
+    )
     capsys.readouterr()
     status = cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -86,13 +108,16 @@ def run_main(argv: list[str], stdin: bytes | None, capsys, monkeypatch) -> tuple
 
 def assert_one_line_error(status: int, out: str, err: str, phrase: str) -> None:
     assert status == 2, (status, err)
-    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert (
+        err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    ), err
     assert phrase in err, err
     assert out == "", out
 
 
 def write_config(path: Path, data: dict) -> Path:
     """`data` as a TOML file (top-level settings first, then one table per section)."""
+
     def value(v) -> str:
         if isinstance(v, bool):
             return "true" if v else "false"
@@ -107,7 +132,9 @@ def write_config(path: Path, data: dict) -> Path:
     lines = [f"{k} = {value(v)}" for k, v in data.items() if not isinstance(v, dict)]
     for section, table in data.items():
         if isinstance(table, dict):
-            lines += ["", f"[{section}]"] + [f"{k} = {value(v)}" for k, v in table.items()]
+            lines += ["", f"[{section}]"] + [
+                f"{k} = {value(v)}" for k, v in table.items()
+            ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -115,7 +142,9 @@ def write_config(path: Path, data: dict) -> Path:
 def tiny_config(work: Path, **changes) -> dict:
     """configs/tiny.toml as a dict, writing into work/out on the CPU; `optim__lr_factor=-1.0` changes one setting."""
     data = tomllib.loads(TINY.read_text())
-    data.update(out_dir=str(work / "out"), device="cpu", progress=False, tensorboard=False)
+    data.update(
+        out_dir=str(work / "out"), device="cpu", progress=False, tensorboard=False
+    )
     for key, v in changes.items():
         section, _, name = key.rpartition("__")
         (data.setdefault(section, {}) if section else data)[name] = v
@@ -147,6 +176,7 @@ def with_value(name: str, value: float):
         tensors[name] = tensors[name].clone()
         tensors[name].view(-1)[3] = value
         return tensors
+
     return change
 
 
@@ -155,6 +185,7 @@ FF = "encoder.layers.0.feed_forward.linear1.weight"
 
 # ---------------------------------------------------------------- damaged models: the loaders and `translate`
 
+
 def truncated(m: Path) -> None:
     w = m / "model.safetensors"
     w.write_bytes(w.read_bytes()[: w.stat().st_size // 2])
@@ -162,89 +193,237 @@ def truncated(m: Path) -> None:
 
 MODEL_CASES = [  # (id, damage done to a copy of the latest checkpoint folder, phrase of the one-line message)
     ("weights cut in half", truncated, "damaged or was cut short"),
-    ("weights empty", lambda m: (m / "model.safetensors").write_bytes(b""), "cannot be read"),
-    ("weights not safetensors", lambda m: (m / "model.safetensors").write_bytes(b"\x08\0\0\0\0\0\0\0{}garbage"),
-     "cannot be read"),
-    ("a weight is NaN", lambda m: edit_weights(m / "model.safetensors", with_value(FF, math.nan)),
-     f"tensor '{FF}' holds 1 NaN or infinite value"),
-    ("a weight is infinite", lambda m: edit_weights(m / "model.safetensors", with_value(FF, -math.inf)),
-     f"tensor '{FF}' holds 1 NaN or infinite value"),
-    ("weights saved as integers",
-     lambda m: edit_weights(m / "model.safetensors", lambda t: {k: (v * 100).long() for k, v in t.items()}),
-     "is stored as I64, but a model's weights are floating point"),
-    ("weights saved as booleans",
-     lambda m: edit_weights(m / "model.safetensors", lambda t: {k: v > 0 for k, v in t.items()}), "is stored as BOOL"),
-    ("model_config.json: another d_model", lambda m: edit_json(m / "model_config.json", d_model=64),
-     "it says d_model=64, but model.safetensors holds d_model=32"),
-    ("model_config.json: more layers", lambda m: edit_json(m / "model_config.json", num_encoder_layers=2),
-     "it says num_encoder_layers=2, but model.safetensors holds num_encoder_layers=1"),
-    ("model_config.json: another d_ff", lambda m: edit_json(m / "model_config.json", d_ff=128), "d_ff=128"),
-    ("model_config.json: another vocabulary",
-     lambda m: edit_json(m / "model_config.json", src_vocab_size=2000, tgt_vocab_size=2000), "tgt_vocab_size=2000"),
-    ("model_config.json: another norm placement", lambda m: edit_json(m / "model_config.json", norm_first=True),
-     "is not the config these weights were saved with: it says norm_first=True, but model.safetensors was saved "
-     "with norm_first=False"),
-    ("model_config.json: rotary positions for weights trained with sinusoids",
-     lambda m: edit_json(m / "model_config.json", positions="rotary"), "it says positions='rotary', but"),
-    ("model_config.json: max_len 1", lambda m: edit_json(m / "model_config.json", max_len=1),
-     "it says max_len=1, but model.safetensors was saved with max_len=64"),
-    ("model_config.json: max_len 10**9", lambda m: edit_json(m / "model_config.json", max_len=10**9),
-     "it says max_len=1000000000"),
-    ("model_config.json: a named pipe", lambda m: fifo(m / "model_config.json"),
-     "model_config.json is a named pipe, not a regular file"),
-    ("model_config.json: linked to /dev/zero", lambda m: link(m / "model_config.json", "/dev/zero"),
-     "model_config.json is a character device, not a regular file"),
-    ("model_config.json: a folder", lambda m: folder(m / "model_config.json"), "model_config.json is a folder"),
-    ("train_config.json: linked to /dev/zero", lambda m: link(m / "train_config.json", "/dev/zero"),
-     "train_config.json is a character device"),
-    ("train_config.json: 100 MB", lambda m: sparse(m / "train_config.json", 100 << 20), "more than the 67,108,864"),
-    ("tokenizer.model: a named pipe", lambda m: fifo(m / "tokenizer.model"), "tokenizer.model is a named pipe"),
-    ("tokenizer.model: linked to /dev/zero", lambda m: link(m / "tokenizer.model", "/dev/zero"),
-     "tokenizer.model is a character device"),
-    ("model.safetensors: a named pipe", lambda m: fifo(m / "model.safetensors"), "no checkpoint found at"),
-    ("model.safetensors: its config in the metadata is a list", lambda m: saved_config(m, "[1]"),
-     "its metadata's model_config is a JSON list"),
-    ("model.safetensors: its config in the metadata is not JSON", lambda m: saved_config(m, "{"),
-     "its metadata's model_config is damaged"),
-    ("model_config.json: nested 100,000 deep", lambda m: (m / "model_config.json").write_text("[" * 100_000 +
-     "]" * 100_000), "model_config.json is damaged, not JSON (RecursionError"),
-    ("tokenizer.model: a symlink loop", lambda m: link(m / "tokenizer.model", str(m / "tokenizer.model")),
-     "tokenizer.model is missing"),
-    ("model_config.json: not JSON", lambda m: (m / "model_config.json").write_text("{not json"),
-     "model_config.json is damaged, not JSON"),
-    ("model_config.json: missing", lambda m: (m / "model_config.json").unlink(), "model_config.json is missing"),
-    ("model_config.json: a list", lambda m: (m / "model_config.json").write_text("[1, 2]"), "holds a JSON list"),
-    ("model_config.json: an unknown key", lambda m: edit_json(m / "model_config.json", layers=6),
-     "unknown setting(s) ['layers']"),
-    ("model_config.json: a wrong type", lambda m: edit_json(m / "model_config.json", d_model="32"),
-     "d_model must be int, got '32'"),
-    ("model_config.json: a size missing", lambda m: edit_json(m / "model_config.json", src_vocab_size=DROP),
-     "setting 'src_vocab_size' is missing"),
-    ("model_config.json: an odd d_model", lambda m: edit_json(m / "model_config.json", d_model=33), "d_model=33"),
-    ("train_config.json: not UTF-8", lambda m: (m / "train_config.json").write_bytes(b"{\"name\": \"\xff\"}"),
-     "train_config.json is damaged"),
-    ("train_config.json: lr_factor = -1", lambda m: edit_json(m / "train_config.json", optim__lr_factor=-1.0),
-     "optim.lr_factor=-1.0 must be a finite number > 0"),
-    ("tokenizer.model missing", lambda m: (m / "tokenizer.model").unlink(),
-     "tokenizer.model is missing: a model with one shared vocabulary needs tokenizer.model"),
-    ("tokenizer.model missing beside src_/tgt_tokenizer.model",
-     lambda m: [shutil.copy(m / "tokenizer.model", m / f"{side}_tokenizer.model") for side in ("src", "tgt")]
-     and (m / "tokenizer.model").unlink(), "needs tokenizer.model"),
-    ("tokenizer.model not sentencepiece", lambda m: (m / "tokenizer.model").write_bytes(b"\x00\x01junk"),
-     "is not a sentencepiece model"),
-    ("tokenizer.model of another vocabulary",
-     lambda m: shutil.copy(ROOT / "models" / "tatoeba-en-zh" / "src_tokenizer.model", m / "tokenizer.model"),
-     "has 2000 pieces, but model_config.json gives the source vocabulary 1000"),
-    ("no weights at all", lambda m: (m / "model.safetensors").unlink(), "no checkpoint found at"),
+    (
+        "weights empty",
+        lambda m: (m / "model.safetensors").write_bytes(b""),
+        "cannot be read",
+    ),
+    (
+        "weights not safetensors",
+        lambda m: (m / "model.safetensors").write_bytes(b"\x08\0\0\0\0\0\0\0{}garbage"),
+        "cannot be read",
+    ),
+    (
+        "a weight is NaN",
+        lambda m: edit_weights(m / "model.safetensors", with_value(FF, math.nan)),
+        f"tensor '{FF}' holds 1 NaN or infinite value",
+    ),
+    (
+        "a weight is infinite",
+        lambda m: edit_weights(m / "model.safetensors", with_value(FF, -math.inf)),
+        f"tensor '{FF}' holds 1 NaN or infinite value",
+    ),
+    (
+        "weights saved as integers",
+        lambda m: edit_weights(
+            m / "model.safetensors",
+            lambda t: {k: (v * 100).long() for k, v in t.items()},
+        ),
+        "is stored as I64, but a model's weights are floating point",
+    ),
+    (
+        "weights saved as booleans",
+        lambda m: edit_weights(
+            m / "model.safetensors", lambda t: {k: v > 0 for k, v in t.items()}
+        ),
+        "is stored as BOOL",
+    ),
+    (
+        "model_config.json: another d_model",
+        lambda m: edit_json(m / "model_config.json", d_model=64),
+        "it says d_model=64, but model.safetensors holds d_model=32",
+    ),
+    (
+        "model_config.json: more layers",
+        lambda m: edit_json(m / "model_config.json", num_encoder_layers=2),
+        "it says num_encoder_layers=2, but model.safetensors holds num_encoder_layers=1",
+    ),
+    (
+        "model_config.json: another d_ff",
+        lambda m: edit_json(m / "model_config.json", d_ff=128),
+        "d_ff=128",
+    ),
+    (
+        "model_config.json: another vocabulary",
+        lambda m: edit_json(
+            m / "model_config.json", src_vocab_size=2000, tgt_vocab_size=2000
+        ),
+        "tgt_vocab_size=2000",
+    ),
+    (
+        "model_config.json: another norm placement",
+        lambda m: edit_json(m / "model_config.json", norm_first=True),
+        "is not the config these weights were saved with: it says norm_first=True, but model.safetensors was saved "
+        "with norm_first=False",
+    ),
+    (
+        "model_config.json: rotary positions for weights trained with sinusoids",
+        lambda m: edit_json(m / "model_config.json", positions="rotary"),
+        "it says positions='rotary', but",
+    ),
+    (
+        "model_config.json: max_len 1",
+        lambda m: edit_json(m / "model_config.json", max_len=1),
+        "it says max_len=1, but model.safetensors was saved with max_len=64",
+    ),
+    (
+        "model_config.json: max_len 10**9",
+        lambda m: edit_json(m / "model_config.json", max_len=10**9),
+        "it says max_len=1000000000",
+    ),
+    (
+        "model_config.json: a named pipe",
+        lambda m: fifo(m / "model_config.json"),
+        "model_config.json is a named pipe, not a regular file",
+    ),
+    (
+        "model_config.json: linked to /dev/zero",
+        lambda m: link(m / "model_config.json", "/dev/zero"),
+        "model_config.json is a character device, not a regular file",
+    ),
+    (
+        "model_config.json: a folder",
+        lambda m: folder(m / "model_config.json"),
+        "model_config.json is a folder",
+    ),
+    (
+        "train_config.json: linked to /dev/zero",
+        lambda m: link(m / "train_config.json", "/dev/zero"),
+        "train_config.json is a character device",
+    ),
+    (
+        "train_config.json: 100 MB",
+        lambda m: sparse(m / "train_config.json", 100 << 20),
+        "more than the 67,108,864",
+    ),
+    (
+        "tokenizer.model: a named pipe",
+        lambda m: fifo(m / "tokenizer.model"),
+        "tokenizer.model is a named pipe",
+    ),
+    (
+        "tokenizer.model: linked to /dev/zero",
+        lambda m: link(m / "tokenizer.model", "/dev/zero"),
+        "tokenizer.model is a character device",
+    ),
+    (
+        "model.safetensors: a named pipe",
+        lambda m: fifo(m / "model.safetensors"),
+        "no checkpoint found at",
+    ),
+    (
+        "model.safetensors: its config in the metadata is a list",
+        lambda m: saved_config(m, "[1]"),
+        "its metadata's model_config is a JSON list",
+    ),
+    (
+        "model.safetensors: its config in the metadata is not JSON",
+        lambda m: saved_config(m, "{"),
+        "its metadata's model_config is damaged",
+    ),
+    (
+        "model_config.json: nested 100,000 deep",
+        lambda m: (m / "model_config.json").write_text("[" * 100_000 + "]" * 100_000),
+        "model_config.json is damaged, not JSON (RecursionError",
+    ),
+    (
+        "tokenizer.model: a symlink loop",
+        lambda m: link(m / "tokenizer.model", str(m / "tokenizer.model")),
+        "tokenizer.model is missing",
+    ),
+    (
+        "model_config.json: not JSON",
+        lambda m: (m / "model_config.json").write_text("{not json"),
+        "model_config.json is damaged, not JSON",
+    ),
+    (
+        "model_config.json: missing",
+        lambda m: (m / "model_config.json").unlink(),
+        "model_config.json is missing",
+    ),
+    (
+        "model_config.json: a list",
+        lambda m: (m / "model_config.json").write_text("[1, 2]"),
+        "holds a JSON list",
+    ),
+    (
+        "model_config.json: an unknown key",
+        lambda m: edit_json(m / "model_config.json", layers=6),
+        "unknown setting(s) ['layers']",
+    ),
+    (
+        "model_config.json: a wrong type",
+        lambda m: edit_json(m / "model_config.json", d_model="32"),
+        "d_model must be int, got '32'",
+    ),
+    (
+        "model_config.json: a size missing",
+        lambda m: edit_json(m / "model_config.json", src_vocab_size=DROP),
+        "setting 'src_vocab_size' is missing",
+    ),
+    (
+        "model_config.json: an odd d_model",
+        lambda m: edit_json(m / "model_config.json", d_model=33),
+        "d_model=33",
+    ),
+    (
+        "train_config.json: not UTF-8",
+        lambda m: (m / "train_config.json").write_bytes(b'{"name": "\xff"}'),
+        "train_config.json is damaged",
+    ),
+    (
+        "train_config.json: lr_factor = -1",
+        lambda m: edit_json(m / "train_config.json", optim__lr_factor=-1.0),
+        "optim.lr_factor=-1.0 must be a finite number > 0",
+    ),
+    (
+        "tokenizer.model missing",
+        lambda m: (m / "tokenizer.model").unlink(),
+        "tokenizer.model is missing: a model with one shared vocabulary needs tokenizer.model",
+    ),
+    (
+        "tokenizer.model missing beside src_/tgt_tokenizer.model",
+        lambda m: (
+            [
+                shutil.copy(m / "tokenizer.model", m / f"{side}_tokenizer.model")
+                for side in ("src", "tgt")
+            ]
+            and (m / "tokenizer.model").unlink()
+        ),
+        "needs tokenizer.model",
+    ),
+    (
+        "tokenizer.model not sentencepiece",
+        lambda m: (m / "tokenizer.model").write_bytes(b"\x00\x01junk"),
+        "is not a sentencepiece model",
+    ),
+    (
+        "tokenizer.model of another vocabulary",
+        lambda m: shutil.copy(
+            ROOT / "models" / "tatoeba-en-zh" / "src_tokenizer.model",
+            m / "tokenizer.model",
+        ),
+        "has 2000 pieces, but model_config.json gives the source vocabulary 1000",
+    ),
+    (
+        "no weights at all",
+        lambda m: (m / "model.safetensors").unlink(),
+        "no checkpoint found at",
+    ),
 ]
 
 
 def saved_config(model: Path, text: str) -> None:
     """The model config that model.safetensors carries in its metadata, replaced by `text`."""
     from safetensors import safe_open
+
     with safe_open(str(model / "model.safetensors"), framework="pt") as f:
         metadata = {**f.metadata(), "model_config": text}
-    save_file(load_file(str(model / "model.safetensors")), str(model / "model.safetensors"), metadata=metadata)
+    save_file(
+        load_file(str(model / "model.safetensors")),
+        str(model / "model.safetensors"),
+        metadata=metadata,
+    )
 
 
 def fifo(path: Path) -> Path:
@@ -277,6 +456,7 @@ def point_latest(text: bytes | str):
     def damage(run: Path) -> None:
         p = run / "checkpoints" / "latest"
         p.write_bytes(text.encode() if isinstance(text, str) else text)
+
     return damage
 
 
@@ -288,17 +468,54 @@ def latest_through_a_link(run: Path) -> None:
 
 
 RUN_CASES = [  # damage done to a copy of the whole run folder
-    ("latest points up and out", point_latest("../../../../etc"), "not the name of a checkpoint folder beside it"),
-    ("latest holds an absolute path", point_latest("/etc"), "not the name of a checkpoint folder"),
-    ("latest is empty", point_latest(""), "holds '', not the name of a checkpoint folder"),
-    ("latest is not text", point_latest(b"\xff\xfe\0\0"), "not the name of a checkpoint folder"),
-    ("latest leads out through a link", latest_through_a_link, "holds 'elsewhere', not the name of a checkpoint"),
-    ("latest names a checkpoint that is gone", point_latest("step-99999999\n"),
-     "names step-99999999, but"),
-    ("latest is a named pipe", lambda run: fifo(run / "checkpoints" / "latest"), "no checkpoint found at"),
-    ("latest names a symlink loop", lambda run: link(run / "checkpoints" / "loop", str(run / "checkpoints" / "loop"))
-     and point_latest("loop")(run), "holds 'loop', not the name of a checkpoint folder"),
-    ("latest is 100 MB", lambda run: sparse(run / "checkpoints" / "latest", 100 << 20), "more than the 4,096"),
+    (
+        "latest points up and out",
+        point_latest("../../../../etc"),
+        "not the name of a checkpoint folder beside it",
+    ),
+    (
+        "latest holds an absolute path",
+        point_latest("/etc"),
+        "not the name of a checkpoint folder",
+    ),
+    (
+        "latest is empty",
+        point_latest(""),
+        "holds '', not the name of a checkpoint folder",
+    ),
+    (
+        "latest is not text",
+        point_latest(b"\xff\xfe\0\0"),
+        "not the name of a checkpoint folder",
+    ),
+    (
+        "latest leads out through a link",
+        latest_through_a_link,
+        "holds 'elsewhere', not the name of a checkpoint",
+    ),
+    (
+        "latest names a checkpoint that is gone",
+        point_latest("step-99999999\n"),
+        "names step-99999999, but",
+    ),
+    (
+        "latest is a named pipe",
+        lambda run: fifo(run / "checkpoints" / "latest"),
+        "no checkpoint found at",
+    ),
+    (
+        "latest names a symlink loop",
+        lambda run: (
+            link(run / "checkpoints" / "loop", str(run / "checkpoints" / "loop"))
+            and point_latest("loop")(run)
+        ),
+        "holds 'loop', not the name of a checkpoint folder",
+    ),
+    (
+        "latest is 100 MB",
+        lambda run: sparse(run / "checkpoints" / "latest", 100 << 20),
+        "more than the 4,096",
+    ),
 ]
 
 
@@ -320,16 +537,22 @@ def damaged(tiny_run: Path, work: Path, case: str):
 
 
 @pytest.mark.parametrize("case", [c[0] for c in MODEL_CASES + RUN_CASES])
-def test_a_damaged_model_is_refused_by_the_loaders_and_by_translate_in_one_line(case, tiny_run, tmp_path,
-                                                                                monkeypatch, capsys):
+def test_a_damaged_model_is_refused_by_the_loaders_and_by_translate_in_one_line(
+    case, tiny_run, tmp_path, monkeypatch, capsys
+):
     model, phrase = damaged(tiny_run, tmp_path, case)
     monkeypatch.chdir(tmp_path)
     before = listing(tmp_path, tiny_run)
     for load in (load_checkpoint, load_translator):
         with pytest.raises(CheckpointError) as info:
             load(model)
-        assert phrase in str(info.value) and "\n" not in str(info.value), str(info.value)
-    assert_one_line_error(*run_main(["translate", "--model", model, SENTENCE], None, capsys, monkeypatch), phrase)
+        assert phrase in str(info.value) and "\n" not in str(info.value), str(
+            info.value
+        )
+    assert_one_line_error(
+        *run_main(["translate", "--model", model, SENTENCE], None, capsys, monkeypatch),
+        phrase,
+    )
     assert listing(tmp_path, tiny_run) == before
 
 
@@ -337,27 +560,45 @@ def test_weights_in_any_floating_point_type_load_and_translate(tiny_run, tmp_pat
     for dtype in (torch.float16, torch.bfloat16, torch.float64):
         model = tmp_path / str(dtype)
         shutil.copytree(latest(tiny_run), model)
-        edit_weights(model / "model.safetensors", lambda t: {k: v.to(dtype) for k, v in t.items()})
+        edit_weights(
+            model / "model.safetensors",
+            lambda t: {k: v.to(dtype) for k, v in t.items()},
+        )
         ckpt = load_checkpoint(model)
         assert next(ckpt.model.parameters()).dtype == torch.float32
 
 
 # ---------------------------------------------------------------- `translate` and `evaluate`: options and input
 
+
 def decoding_json(text: str):
     def setup(work: Path, run: Path) -> list:
         shutil.copytree(latest(run), work / "model")
         (work / "model" / "decoding.json").write_text(text)
         return ["translate", "--model", work / "model", SENTENCE]
+
     return setup
 
 
 def model_trained_on(**data):
     """A copy of the model whose train_config.json describes another corpus."""
+
     def setup(work: Path, run: Path) -> list:
         shutil.copytree(latest(run), work / "model")
-        edit_json(work / "model" / "train_config.json", **{f"data__{k}": v for k, v in data.items()})
-        return ["evaluate", "--model", work / "model", "--split", "val", "--out-dir", work / "eval"]
+        edit_json(
+            work / "model" / "train_config.json",
+            **{f"data__{k}": v for k, v in data.items()},
+        )
+        return [
+            "evaluate",
+            "--model",
+            work / "model",
+            "--split",
+            "val",
+            "--out-dir",
+            work / "eval",
+        ]
+
     return setup
 
 
@@ -377,7 +618,17 @@ def damaged_data_dir(work: Path, run: Path) -> list:
 
 def out_dir_is_a_file(work: Path, run: Path) -> list:
     (work / "eval").write_text("a file")
-    return ["evaluate", "--model", run, "--split", "val", "--limit", "3", "--out-dir", work / "eval"]
+    return [
+        "evaluate",
+        "--model",
+        run,
+        "--split",
+        "val",
+        "--limit",
+        "3",
+        "--out-dir",
+        work / "eval",
+    ]
 
 
 def run_model(*argv):
@@ -386,133 +637,405 @@ def run_model(*argv):
 
 
 COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
-    ("translate --alpha nan", run_model("translate", "--model", "{model}", "--alpha", "nan", SENTENCE), None,
-     "--alpha must be a finite number >= 0"),
-    ("translate --alpha inf", run_model("translate", "--model", "{model}", "--alpha", "inf", SENTENCE), None,
-     "got inf"),
-    ("translate --alpha -0.5", run_model("translate", "--model", "{model}", "--alpha", "-0.5", SENTENCE), None,
-     "got -0.5"),
-    ("translate --beam 0", run_model("translate", "--model", "{model}", "--beam", "0", SENTENCE), None,
-     "--beam must be at least 1, got 0"),
-    ("translate --batch-size -3", run_model("translate", "--model", "{model}", "--batch-size", "-3", SENTENCE), None,
-     "--batch-size must be at least 1"),
-    ("translate --max-len 0", run_model("translate", "--model", "{model}", "--max-len", "0", SENTENCE), None,
-     "--max-len must be at least 1"),
-    ("translate --device tpu", run_model("translate", "--model", "{model}", "--device", "tpu", SENTENCE), None,
-     "device='tpu' is not a device name"),
-    ("translate --device cuda:99", run_model("translate", "--model", "{model}", "--device", "cuda:99", SENTENCE), None,
-     "device='cuda:99'"),
-    ("translate --model that does not exist", run_model("translate", "--model", "no/such/model", SENTENCE), None,
-     "no model at no/such/model"),
-    ("translate --model that is a file", lambda w, r: ["translate", "--model", TINY, SENTENCE], None,
-     "no checkpoint found at"),
-    ("decoding.json not JSON", decoding_json("{beam"), None, "decoding.json is damaged, not JSON"),
-    ("decoding.json beam 0", decoding_json('{"beam_size": 0, "alpha": 0.6}'), None,
-     'decoding.json must hold {"beam_size": an integer from 1 to the target vocabulary'),
-    ("decoding.json beam 1e9", decoding_json('{"beam_size": 1e9, "alpha": 0.6}'), None, "beam_size=1000000000.0"),
-    ("decoding.json beam 1000000000", decoding_json('{"beam_size": 1000000000, "alpha": 0.6}'), None,
-     "beam_size=1000000000: give an integer from 1 (greedy decoding) to the target vocabulary's 1000 pieces"),
-    ("decoding.json a named pipe", lambda w, r: decoding_json("{}")(w, r) and fifo(w / "model" / "decoding.json")
-     and ["translate", "--model", w / "model", SENTENCE], None, "decoding.json is a named pipe"),
-    ("translate --beam 100000000", run_model("translate", "--model", "{model}", "--beam", "100000000", SENTENCE),
-     None, "beam_size=100000000: give an integer from 1"),
-    ("translate --beam 99999999999999999999",
-     run_model("translate", "--model", "{model}", "--beam", "99999999999999999999", SENTENCE), None,
-     "beam_size=99999999999999999999"),
-    ("translate, standard input closed", run_model("translate", "--model", "{model}"), CLOSED,
-     "standard input is closed"),
-    ("translate, standard input of 3 MB of zero bytes", run_model("translate", "--model", "{model}"),
-     b"\0" * (3 << 20), "standard input holds a NUL byte on line 1"),
-    ("translate --model ~nosuchuser/x", run_model("translate", "--model", "~nosuchuser/x", SENTENCE), None,
-     "no model at ~nosuchuser/x"),
-    ("translate --model of 300 characters", run_model("translate", "--model", "a" * 300, SENTENCE), None,
-     "File name too long"),
-    ("translate --model ''", run_model("translate", "--model", "", SENTENCE), None, "model='': give a shipped"),
-    ("translate --device meta", run_model("translate", "--model", "{model}", "--device", "meta", SENTENCE), None,
-     "device='meta': the course runs on cpu, cuda, cuda:N or mps"),
-    ("translate --device cpu:1", run_model("translate", "--model", "{model}", "--device", "cpu:1", SENTENCE), None,
-     "device='cpu:1': the course runs on"),
-    ("translate --device xpu", run_model("translate", "--model", "{model}", "--device", "xpu", SENTENCE), None,
-     "device='xpu'"),
-    ("translate --alpha 1000", run_model("translate", "--model", "{model}", "--alpha", "1000", SENTENCE), None,
-     "--alpha must be a finite number >= 0 and at most 10 (0: no length penalty), got 1000.0"),
-    ("decoding.json alpha 1000", decoding_json('{"beam_size": 4, "alpha": 1000}'), None, "alpha=1000"),
-    ("decoding.json nested 30,000 deep", decoding_json("[" * 30_000 + "]" * 30_000), None,
-     "decoding.json is damaged, not JSON"),
-    ("evaluate where <split>.json is a folder", lambda w, r: folder(w / "ev" / "val.json") and
-     ["evaluate", "--model", r, "--split", "val", "--limit", "3", "--out-dir", w / "ev"], None,
-     "val.json exists and is not a file"),
-    ("export-onnx --out .", run_model("export-onnx", "--model", "{model}", "--out", ".", "--replace"), None,
-     "names no new folder"),
-    ("export-onnx --out the model's own folder", lambda w, r: ["export-onnx", "--model", latest(r), "--out",
-     latest(r), "--replace"], None, "holds the current folder or the model it would export"),
-    ("export-onnx --out ''", run_model("export-onnx", "--model", "{model}", "--out", ""), None, "--out is empty"),
-    ("export-onnx --out a file", lambda w, r: (w / "f").write_text("x") and
-     ["export-onnx", "--model", r, "--out", w / "f"], None, "is a file, not a folder"),
-    ("export-onnx --out a folder of the user's files", lambda w, r: folder(w / "mine") and
-     (w / "mine" / "source.model").write_text("mine") and ["export-onnx", "--model", r, "--out", w / "mine"], None,
-     "already holds files: export into a new or empty folder, or pass --replace"),
-    ("decoding.json alpha NaN", decoding_json('{"beam_size": 4, "alpha": NaN}'), None, "decoding.json must hold"),
-    ("standard input: Latin-1", run_model("translate", "--model", "{model}"), "Männer\n".encode("latin-1"),
-     "standard input is not UTF-8: byte 0xe4 at offset 1"),
-    ("standard input: invalid UTF-8 after good lines", run_model("translate", "--model", "{model}"),
-     b"Ein Hund.\nZwei\xc3(\n", "byte 0xc3 at offset 14"),
-    ("standard input: a NUL byte", run_model("translate", "--model", "{model}"), b"Ein Hund.\nEin\0Kind.\n",
-     "standard input holds a NUL byte on line 2"),
-    ("standard input: UTF-16", run_model("translate", "--model", "{model}"), "Ein Hund.\n".encode("utf-16-le"),
-     "binary data or UTF-16"),
-    ("an argument that is not UTF-8", run_model("translate", "--model", "{model}", "M\udce4nner"), None,
-     "argument 1 is not UTF-8"),
-    ("an argument with a NUL", run_model("translate", "--model", "{model}", SENTENCE, "a\0b"), None,
-     "argument 2 holds a NUL byte"),
-    ("evaluate --limit -995", run_model("evaluate", "--model", "{model}", "--split", "val", "--limit", "-995"), None,
-     "--limit must be >= 0"),
-    ("evaluate --alpha nan", run_model("evaluate", "--model", "{model}", "--split", "val", "--alpha", "nan"), None,
-     "--alpha must be a finite number"),
-    ("evaluate --beam -1", run_model("evaluate", "--model", "{model}", "--split", "val", "--beam", "-1"), None,
-     "--beam must be at least 1"),
-    ("evaluate an unknown split", run_model("evaluate", "--model", "{model}", "--split", "test_2099"), None,
-     "unknown split 'test_2099' for Multi30k"),
+    (
+        "translate --alpha nan",
+        run_model("translate", "--model", "{model}", "--alpha", "nan", SENTENCE),
+        None,
+        "--alpha must be a finite number >= 0",
+    ),
+    (
+        "translate --alpha inf",
+        run_model("translate", "--model", "{model}", "--alpha", "inf", SENTENCE),
+        None,
+        "got inf",
+    ),
+    (
+        "translate --alpha -0.5",
+        run_model("translate", "--model", "{model}", "--alpha", "-0.5", SENTENCE),
+        None,
+        "got -0.5",
+    ),
+    (
+        "translate --beam 0",
+        run_model("translate", "--model", "{model}", "--beam", "0", SENTENCE),
+        None,
+        "--beam must be at least 1, got 0",
+    ),
+    (
+        "translate --batch-size -3",
+        run_model("translate", "--model", "{model}", "--batch-size", "-3", SENTENCE),
+        None,
+        "--batch-size must be at least 1",
+    ),
+    (
+        "translate --max-len 0",
+        run_model("translate", "--model", "{model}", "--max-len", "0", SENTENCE),
+        None,
+        "--max-len must be at least 1",
+    ),
+    (
+        "translate --device tpu",
+        run_model("translate", "--model", "{model}", "--device", "tpu", SENTENCE),
+        None,
+        "device='tpu' is not a device name",
+    ),
+    (
+        "translate --device cuda:99",
+        run_model("translate", "--model", "{model}", "--device", "cuda:99", SENTENCE),
+        None,
+        "device='cuda:99'",
+    ),
+    (
+        "translate --model that does not exist",
+        run_model("translate", "--model", "no/such/model", SENTENCE),
+        None,
+        "no model at no/such/model",
+    ),
+    (
+        "translate --model that is a file",
+        lambda w, r: ["translate", "--model", TINY, SENTENCE],
+        None,
+        "no checkpoint found at",
+    ),
+    (
+        "decoding.json not JSON",
+        decoding_json("{beam"),
+        None,
+        "decoding.json is damaged, not JSON",
+    ),
+    (
+        "decoding.json beam 0",
+        decoding_json('{"beam_size": 0, "alpha": 0.6}'),
+        None,
+        'decoding.json must hold {"beam_size": an integer from 1 to the target vocabulary',
+    ),
+    (
+        "decoding.json beam 1e9",
+        decoding_json('{"beam_size": 1e9, "alpha": 0.6}'),
+        None,
+        "beam_size=1000000000.0",
+    ),
+    (
+        "decoding.json beam 1000000000",
+        decoding_json('{"beam_size": 1000000000, "alpha": 0.6}'),
+        None,
+        "beam_size=1000000000: give an integer from 1 (greedy decoding) to the target vocabulary's 1000 pieces",
+    ),
+    (
+        "decoding.json a named pipe",
+        lambda w, r: (
+            decoding_json("{}")(w, r)
+            and fifo(w / "model" / "decoding.json")
+            and ["translate", "--model", w / "model", SENTENCE]
+        ),
+        None,
+        "decoding.json is a named pipe",
+    ),
+    (
+        "translate --beam 100000000",
+        run_model("translate", "--model", "{model}", "--beam", "100000000", SENTENCE),
+        None,
+        "beam_size=100000000: give an integer from 1",
+    ),
+    (
+        "translate --beam 99999999999999999999",
+        run_model(
+            "translate",
+            "--model",
+            "{model}",
+            "--beam",
+            "99999999999999999999",
+            SENTENCE,
+        ),
+        None,
+        "beam_size=99999999999999999999",
+    ),
+    (
+        "translate, standard input closed",
+        run_model("translate", "--model", "{model}"),
+        CLOSED,
+        "standard input is closed",
+    ),
+    (
+        "translate, standard input of 3 MB of zero bytes",
+        run_model("translate", "--model", "{model}"),
+        b"\0" * (3 << 20),
+        "standard input holds a NUL byte on line 1",
+    ),
+    (
+        "translate --model ~nosuchuser/x",
+        run_model("translate", "--model", "~nosuchuser/x", SENTENCE),
+        None,
+        "no model at ~nosuchuser/x",
+    ),
+    (
+        "translate --model of 300 characters",
+        run_model("translate", "--model", "a" * 300, SENTENCE),
+        None,
+        "File name too long",
+    ),
+    (
+        "translate --model ''",
+        run_model("translate", "--model", "", SENTENCE),
+        None,
+        "model='': give a shipped",
+    ),
+    (
+        "translate --device meta",
+        run_model("translate", "--model", "{model}", "--device", "meta", SENTENCE),
+        None,
+        "device='meta': the course runs on cpu, cuda, cuda:N or mps",
+    ),
+    (
+        "translate --device cpu:1",
+        run_model("translate", "--model", "{model}", "--device", "cpu:1", SENTENCE),
+        None,
+        "device='cpu:1': the course runs on",
+    ),
+    (
+        "translate --device xpu",
+        run_model("translate", "--model", "{model}", "--device", "xpu", SENTENCE),
+        None,
+        "device='xpu'",
+    ),
+    (
+        "translate --alpha 1000",
+        run_model("translate", "--model", "{model}", "--alpha", "1000", SENTENCE),
+        None,
+        "--alpha must be a finite number >= 0 and at most 10 (0: no length penalty), got 1000.0",
+    ),
+    (
+        "decoding.json alpha 1000",
+        decoding_json('{"beam_size": 4, "alpha": 1000}'),
+        None,
+        "alpha=1000",
+    ),
+    (
+        "decoding.json nested 30,000 deep",
+        decoding_json("[" * 30_000 + "]" * 30_000),
+        None,
+        "decoding.json is damaged, not JSON",
+    ),
+    (
+        "evaluate where <split>.json is a folder",
+        lambda w, r: (
+            folder(w / "ev" / "val.json")
+            and [
+                "evaluate",
+                "--model",
+                r,
+                "--split",
+                "val",
+                "--limit",
+                "3",
+                "--out-dir",
+                w / "ev",
+            ]
+        ),
+        None,
+        "val.json exists and is not a file",
+    ),
+    (
+        "export-onnx --out .",
+        run_model("export-onnx", "--model", "{model}", "--out", ".", "--replace"),
+        None,
+        "names no new folder",
+    ),
+    (
+        "export-onnx --out the model's own folder",
+        lambda w, r: [
+            "export-onnx",
+            "--model",
+            latest(r),
+            "--out",
+            latest(r),
+            "--replace",
+        ],
+        None,
+        "holds the current folder or the model it would export",
+    ),
+    (
+        "export-onnx --out ''",
+        run_model("export-onnx", "--model", "{model}", "--out", ""),
+        None,
+        "--out is empty",
+    ),
+    (
+        "export-onnx --out a file",
+        lambda w, r: (
+            (w / "f").write_text("x")
+            and ["export-onnx", "--model", r, "--out", w / "f"]
+        ),
+        None,
+        "is a file, not a folder",
+    ),
+    (
+        "export-onnx --out a folder of the user's files",
+        lambda w, r: (
+            folder(w / "mine")
+            and (w / "mine" / "source.model").write_text("mine")
+            and ["export-onnx", "--model", r, "--out", w / "mine"]
+        ),
+        None,
+        "already holds files: export into a new or empty folder, or pass --replace",
+    ),
+    (
+        "decoding.json alpha NaN",
+        decoding_json('{"beam_size": 4, "alpha": NaN}'),
+        None,
+        "decoding.json must hold",
+    ),
+    (
+        "standard input: Latin-1",
+        run_model("translate", "--model", "{model}"),
+        "Männer\n".encode("latin-1"),
+        "standard input is not UTF-8: byte 0xe4 at offset 1",
+    ),
+    (
+        "standard input: invalid UTF-8 after good lines",
+        run_model("translate", "--model", "{model}"),
+        b"Ein Hund.\nZwei\xc3(\n",
+        "byte 0xc3 at offset 14",
+    ),
+    (
+        "standard input: a NUL byte",
+        run_model("translate", "--model", "{model}"),
+        b"Ein Hund.\nEin\0Kind.\n",
+        "standard input holds a NUL byte on line 2",
+    ),
+    (
+        "standard input: UTF-16",
+        run_model("translate", "--model", "{model}"),
+        "Ein Hund.\n".encode("utf-16-le"),
+        "binary data or UTF-16",
+    ),
+    (
+        "an argument that is not UTF-8",
+        run_model("translate", "--model", "{model}", "M\udce4nner"),
+        None,
+        "argument 1 is not UTF-8",
+    ),
+    (
+        "an argument with a NUL",
+        run_model("translate", "--model", "{model}", SENTENCE, "a\0b"),
+        None,
+        "argument 2 holds a NUL byte",
+    ),
+    (
+        "evaluate --limit -995",
+        run_model(
+            "evaluate", "--model", "{model}", "--split", "val", "--limit", "-995"
+        ),
+        None,
+        "--limit must be >= 0",
+    ),
+    (
+        "evaluate --alpha nan",
+        run_model("evaluate", "--model", "{model}", "--split", "val", "--alpha", "nan"),
+        None,
+        "--alpha must be a finite number",
+    ),
+    (
+        "evaluate --beam -1",
+        run_model("evaluate", "--model", "{model}", "--split", "val", "--beam", "-1"),
+        None,
+        "--beam must be at least 1",
+    ),
+    (
+        "evaluate an unknown split",
+        run_model("evaluate", "--model", "{model}", "--split", "test_2099"),
+        None,
+        "unknown split 'test_2099' for Multi30k",
+    ),
     ("evaluate into a file", out_dir_is_a_file, None, "is a file, not a folder"),
-    ("evaluate: the corpus files are missing", empty_data_dir, None, "multi30k/val.de.gz is not in"),
-    ("evaluate: a corpus file is damaged", damaged_data_dir, None, "val.de.gz is damaged"),
-    ("evaluate a model of a corpus without splits",
-     model_trained_on(corpus="parallel", train_files=["a", "b"], valid_files=["c", "d"]), None, "has no named splits"),
-    ("evaluate a model that does not exist", run_model("evaluate", "--model", "nothing/here", "--split", "val"), None,
-     "no model at nothing/here"),
+    (
+        "evaluate: the corpus files are missing",
+        empty_data_dir,
+        None,
+        "multi30k/val.de.gz is not in",
+    ),
+    (
+        "evaluate: a corpus file is damaged",
+        damaged_data_dir,
+        None,
+        "val.de.gz is damaged",
+    ),
+    (
+        "evaluate a model of a corpus without splits",
+        model_trained_on(
+            corpus="parallel", train_files=["a", "b"], valid_files=["c", "d"]
+        ),
+        None,
+        "has no named splits",
+    ),
+    (
+        "evaluate a model that does not exist",
+        run_model("evaluate", "--model", "nothing/here", "--split", "val"),
+        None,
+        "no model at nothing/here",
+    ),
 ]
 
 
 @pytest.mark.parametrize("case", [c[0] for c in COMMAND_CASES])
-def test_a_bad_option_or_input_of_translate_and_evaluate_is_one_line_and_exit_2(case, tiny_run, tmp_path,
-                                                                                monkeypatch, capsys):
+def test_a_bad_option_or_input_of_translate_and_evaluate_is_one_line_and_exit_2(
+    case, tiny_run, tmp_path, monkeypatch, capsys
+):
     _, setup, stdin, phrase = next(c for c in COMMAND_CASES if c[0] == case)
     argv = setup(tmp_path, tiny_run)
-    monkeypatch.chdir(tmp_path)  # `evaluate` writes to ./evaluation/<model> by default: it must not
+    monkeypatch.chdir(
+        tmp_path
+    )  # `evaluate` writes to ./evaluation/<model> by default: it must not
     before = listing(tmp_path, tiny_run)
     assert_one_line_error(*run_main(argv, stdin, capsys, monkeypatch), phrase)
     assert listing(tmp_path, tiny_run) == before
 
 
-@pytest.mark.parametrize("stdin, lines", [
-    ((" ".join(["Hund"] * 2800) + "\nEin Kind.\n").encode(), 2),  # a 2,800-token line: cut, with one warning
-    ("Ein\x1b[31m Hund\x07 läuft.\n\x0c\n\tZwei Katzen.\n".encode(), 3),  # control characters are unknown pieces
-    ("\ufeffEin Hund.\r\n\r\nEin Kind.\r\n".encode(), 3),  # a BOM and Windows line ends
-    ("Ein\u2028Satz\x1cmit Trennern.\n".encode(), 1),  # characters str.splitlines() would split at
-])
-def test_odd_but_valid_standard_input_gives_one_output_line_per_input_line(stdin, lines, tiny_run, monkeypatch,
-                                                                             capsys):
-    status, out, err = run_main(["translate", "--model", tiny_run, "--beam", "1"], stdin, capsys, monkeypatch)
+@pytest.mark.parametrize(
+    "stdin, lines",
+    [
+        (
+            (" ".join(["Hund"] * 2800) + "\nEin Kind.\n").encode(),
+            2,
+        ),  # a 2,800-token line: cut, with one warning
+        (
+            "Ein\x1b[31m Hund\x07 läuft.\n\x0c\n\tZwei Katzen.\n".encode(),
+            3,
+        ),  # control characters are unknown pieces
+        (
+            "\ufeffEin Hund.\r\n\r\nEin Kind.\r\n".encode(),
+            3,
+        ),  # a BOM and Windows line ends
+        (
+            "Ein\u2028Satz\x1cmit Trennern.\n".encode(),
+            1,
+        ),  # characters str.splitlines() would split at
+    ],
+)
+def test_odd_but_valid_standard_input_gives_one_output_line_per_input_line(
+    stdin, lines, tiny_run, monkeypatch, capsys
+):
+    status, out, err = run_main(
+        ["translate", "--model", tiny_run, "--beam", "1"], stdin, capsys, monkeypatch
+    )
     assert status == 0, err
     assert len(out.split("\n")) == lines + 1 and out.endswith("\n"), out
-    assert err == "" or (err.count("\n") == 1 and err.startswith("warning: line 1 has ")), err
+    assert err == "" or (
+        err.count("\n") == 1 and err.startswith("warning: line 1 has ")
+    ), err
 
 
 # ---------------------------------------------------------------- `train`: config files, corpora, run folders
 
+
 def config_case(**changes):
     def setup(work: Path, run: Path) -> list:
-        return ["train", "--config", write_config(work / "bad.toml", tiny_config(work, **changes))]
+        return [
+            "train",
+            "--config",
+            write_config(work / "bad.toml", tiny_config(work, **changes)),
+        ]
+
     return setup
 
 
@@ -520,25 +1043,33 @@ def config_text(data: bytes):
     def setup(work: Path, run: Path) -> list:
         (work / "bad.toml").write_bytes(data)
         return ["train", "--config", work / "bad.toml"]
+
     return setup
 
 
 def with_args(*args, **changes):
     def setup(work: Path, run: Path) -> list:
         return config_case(**changes)(work, run) + list(args)
+
     return setup
 
 
 def parallel_corpus(train_src: bytes, train_tgt: bytes, **changes):
     """A config of a `parallel` corpus in work/corpus (the validation files are the training files)."""
+
     def setup(work: Path, run: Path) -> list:
         corpus = work / "corpus"
         corpus.mkdir()
         (corpus / "train.de").write_bytes(train_src)
         (corpus / "train.en").write_bytes(train_tgt)
         files = [str(corpus / "train.de"), str(corpus / "train.en")]
-        return config_case(data__corpus="parallel", data__train_files=files, data__valid_files=files,
-                           **changes)(work, run)
+        return config_case(
+            data__corpus="parallel",
+            data__train_files=files,
+            data__valid_files=files,
+            **changes,
+        )(work, run)
+
     return setup
 
 
@@ -546,6 +1077,7 @@ def existing_run(*args, **changes):
     def setup(work: Path, run: Path) -> list:
         shutil.copytree(run, work / "out")
         return config_case(**changes)(work, run) + list(args)
+
     return setup
 
 
@@ -554,17 +1086,20 @@ def existing_run_with_pointer(text: str):
         argv = existing_run()(work, run)
         (work / "out" / "checkpoints" / "latest").write_text(text)
         return argv
+
     return setup
 
 
 def resumed_with_state(change):
     """A copy of the run whose every checkpoint's training_state.json is changed (the JSON still parses), then
     --resume: nothing older is intact to fall back to."""
+
     def setup(work: Path, run: Path) -> list:
         argv = existing_run("--resume")(work, run)
         for state in (work / "out" / "checkpoints").glob("step-*/training_state.json"):
             state.write_text(json.dumps(change(json.loads(state.read_text()))))
         return argv
+
     return setup
 
 
@@ -572,107 +1107,342 @@ GERMAN = "".join(f"Ein Hund {i} läuft.\n" for i in range(20)).encode()
 ENGLISH = "".join(f"A dog {i} runs.\n" for i in range(20)).encode()
 
 TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
-    ("config file missing", lambda w, r: ["train", "--config", w / "nothing.toml"], "nothing.toml does not exist"),
-    ("config file is a folder", lambda w, r: ["train", "--config", w], "is a folder, not a regular file"),
-    ("config file is a named pipe", lambda w, r: ["train", "--config", fifo(w / "pipe.toml")], "is a named pipe"),
-    ("config file is /dev/zero", lambda w, r: ["train", "--config", "/dev/zero"], "is a character device"),
-    ("config file of a gigabyte", lambda w, r: ["train", "--config", sparse(w / "huge.toml", 1 << 30)],
-     "1,073,741,824 bytes, more than the 16,777,216"),
+    (
+        "config file missing",
+        lambda w, r: ["train", "--config", w / "nothing.toml"],
+        "nothing.toml does not exist",
+    ),
+    (
+        "config file is a folder",
+        lambda w, r: ["train", "--config", w],
+        "is a folder, not a regular file",
+    ),
+    (
+        "config file is a named pipe",
+        lambda w, r: ["train", "--config", fifo(w / "pipe.toml")],
+        "is a named pipe",
+    ),
+    (
+        "config file is /dev/zero",
+        lambda w, r: ["train", "--config", "/dev/zero"],
+        "is a character device",
+    ),
+    (
+        "config file of a gigabyte",
+        lambda w, r: ["train", "--config", sparse(w / "huge.toml", 1 << 30)],
+        "1,073,741,824 bytes, more than the 16,777,216",
+    ),
     ("config not TOML", config_text(b"name = 'x'\n[data"), "is not valid TOML"),
-    ("config not UTF-8", config_text("name = 'Männer'\n".encode("latin-1")), "is not UTF-8: byte 0xe4"),
-    ("config a misspelt key", config_case(optim__lr=0.1), "unknown setting(s) ['lr'] in [optim]"),
-    ("config a wrong type", config_case(optim__epochs="ten"), "optim.epochs must be int, got 'ten'"),
-    ("lr_factor = -1.0", config_case(optim__lr_factor=-1.0), "optim.lr_factor=-1.0 must be a finite number > 0"),
+    (
+        "config not UTF-8",
+        config_text("name = 'Männer'\n".encode("latin-1")),
+        "is not UTF-8: byte 0xe4",
+    ),
+    (
+        "config a misspelt key",
+        config_case(optim__lr=0.1),
+        "unknown setting(s) ['lr'] in [optim]",
+    ),
+    (
+        "config a wrong type",
+        config_case(optim__epochs="ten"),
+        "optim.epochs must be int, got 'ten'",
+    ),
+    (
+        "lr_factor = -1.0",
+        config_case(optim__lr_factor=-1.0),
+        "optim.lr_factor=-1.0 must be a finite number > 0",
+    ),
     ("lr_factor = 0", config_case(optim__lr_factor=0.0), "optim.lr_factor=0.0"),
     ("lr_factor = nan", config_case(optim__lr_factor=math.nan), "optim.lr_factor=nan"),
-    ("betas outside [0, 1)", config_case(optim__betas=[0.9, 1.0]), "optim.betas=[0.9, 1.0] must both be in [0, 1)"),
-    ("eps = 0", config_case(optim__eps=0.0), "optim.eps=0.0 must be a finite number > 0"),
-    ("weight_decay < 0", config_case(optim__weight_decay=-0.1), "optim.weight_decay=-0.1"),
-    ("clip_grad_norm = inf", config_case(optim__clip_grad_norm=math.inf), "optim.clip_grad_norm=inf"),
-    ("label_smoothing = nan", config_case(optim__label_smoothing=math.nan), "optim.label_smoothing=nan"),
-    ("max_tokens below max_len", config_case(optim__max_tokens=10), "optim.max_tokens=10 must be at least"),
+    (
+        "betas outside [0, 1)",
+        config_case(optim__betas=[0.9, 1.0]),
+        "optim.betas=[0.9, 1.0] must both be in [0, 1)",
+    ),
+    (
+        "eps = 0",
+        config_case(optim__eps=0.0),
+        "optim.eps=0.0 must be a finite number > 0",
+    ),
+    (
+        "weight_decay < 0",
+        config_case(optim__weight_decay=-0.1),
+        "optim.weight_decay=-0.1",
+    ),
+    (
+        "clip_grad_norm = inf",
+        config_case(optim__clip_grad_norm=math.inf),
+        "optim.clip_grad_norm=inf",
+    ),
+    (
+        "label_smoothing = nan",
+        config_case(optim__label_smoothing=math.nan),
+        "optim.label_smoothing=nan",
+    ),
+    (
+        "max_tokens below max_len",
+        config_case(optim__max_tokens=10),
+        "optim.max_tokens=10 must be at least",
+    ),
     ("epochs = 0", config_case(optim__epochs=0), "optim.epochs=0 must be at least 1"),
     ("warmup_steps = 0", config_case(optim__warmup_steps=0), "optim.warmup_steps=0"),
     ("an odd d_model", config_case(model__d_model=33), "model.d_model=33"),
-    ("d_model not divisible by the heads", config_case(model__num_heads=3), "divisible by num_heads=3"),
-    ("dropout = 1.5", config_case(model__dropout=1.5), "model.dropout=1.5 must be in [0, 1)"),
-    ("max_train_pairs < 0", config_case(data__max_train_pairs=-5), "data.max_train_pairs"),
-    ("an unknown Multi30k split", config_case(data__train_split="dev"), "data.train_split='dev'"),
-    ("tatoeba from German", config_case(data__corpus="tatoeba"), "data.corpus='tatoeba' holds English and Chinese"),
-    ("one language on both sides", config_case(data__tgt_lang="de"), "a translation needs two languages"),
+    (
+        "d_model not divisible by the heads",
+        config_case(model__num_heads=3),
+        "divisible by num_heads=3",
+    ),
+    (
+        "dropout = 1.5",
+        config_case(model__dropout=1.5),
+        "model.dropout=1.5 must be in [0, 1)",
+    ),
+    (
+        "max_train_pairs < 0",
+        config_case(data__max_train_pairs=-5),
+        "data.max_train_pairs",
+    ),
+    (
+        "an unknown Multi30k split",
+        config_case(data__train_split="dev"),
+        "data.train_split='dev'",
+    ),
+    (
+        "tatoeba from German",
+        config_case(data__corpus="tatoeba"),
+        "data.corpus='tatoeba' holds English and Chinese",
+    ),
+    (
+        "one language on both sides",
+        config_case(data__tgt_lang="de"),
+        "a translation needs two languages",
+    ),
     ("out_dir empty", config_case(out_dir=""), "out_dir is empty"),
     ("seed < 0", config_case(seed=-1), "seed=-1"),
     ("--max-steps -1", with_args("--max-steps", "-1"), "optim.max_steps=-1"),
     ("--device tpu", with_args("--device", "tpu"), "device='tpu' is not a device name"),
-    ("--out-dir a file", lambda w, r: (w / "file").write_text("x") and with_args("--out-dir", w / "file")(w, r),
-     "is a file, not a folder"),
-    ("out_dir holds a run", existing_run(), "already holds a run (step-00000026): pass --resume"),
+    (
+        "--out-dir a file",
+        lambda w, r: (
+            (w / "file").write_text("x") and with_args("--out-dir", w / "file")(w, r)
+        ),
+        "is a file, not a folder",
+    ),
+    (
+        "out_dir holds a run",
+        existing_run(),
+        "already holds a run (step-00000026): pass --resume",
+    ),
     ("--resume with nothing to resume", with_args("--resume"), "nothing to resume"),
-    ("--resume with another d_model", existing_run("--resume", model__d_model=64),
-     "contradicts the checkpoint it would resume: model.d_model: checkpoint has 32, config has 64"),
-    ("a run folder whose latest points out", existing_run_with_pointer("../../../../etc"),
-     "already holds a run (checkpoints, tokenizer, metrics.csv): pass --resume"),
-    ("parallel corpus files missing", config_case(data__corpus="parallel", data__train_files=["x.de", "x.en"],
-                                                  data__valid_files=["x.de", "x.en"]), "data file x.de does not exist"),
-    ("parallel corpus not aligned", parallel_corpus(GERMAN, ENGLISH[: len(ENGLISH) // 2]),
-     "aligned line by line"),
-    ("parallel corpus not UTF-8", parallel_corpus("Männer\n".encode("latin-1") + GERMAN, b"Men\n" + ENGLISH),
-     "train.de, line 1: byte 0xe4 is not valid UTF-8"),
-    ("a vocabulary too large for the corpus", parallel_corpus(GERMAN, ENGLISH, data__vocab_size=5000),
-     "the run's tokenizer cannot be trained"),
-    ("the corpus is missing", config_case(data__data_dir="nowhere", data__download=False),
-     "multi30k/train.de.gz is not in"),
+    (
+        "--resume with another d_model",
+        existing_run("--resume", model__d_model=64),
+        "contradicts the checkpoint it would resume: model.d_model: checkpoint has 32, config has 64",
+    ),
+    (
+        "a run folder whose latest points out",
+        existing_run_with_pointer("../../../../etc"),
+        "already holds a run (checkpoints, tokenizer, metrics.csv): pass --resume",
+    ),
+    (
+        "parallel corpus files missing",
+        config_case(
+            data__corpus="parallel",
+            data__train_files=["x.de", "x.en"],
+            data__valid_files=["x.de", "x.en"],
+        ),
+        "data file x.de does not exist",
+    ),
+    (
+        "parallel corpus not aligned",
+        parallel_corpus(GERMAN, ENGLISH[: len(ENGLISH) // 2]),
+        "aligned line by line",
+    ),
+    (
+        "parallel corpus not UTF-8",
+        parallel_corpus("Männer\n".encode("latin-1") + GERMAN, b"Men\n" + ENGLISH),
+        "train.de, line 1: byte 0xe4 is not valid UTF-8",
+    ),
+    (
+        "a vocabulary too large for the corpus",
+        parallel_corpus(GERMAN, ENGLISH, data__vocab_size=5000),
+        "the run's tokenizer cannot be trained",
+    ),
+    (
+        "the corpus is missing",
+        config_case(data__data_dir="nowhere", data__download=False),
+        "multi30k/train.de.gz is not in",
+    ),
     ("d_model = 2**30 (terabytes)", config_case(model__d_model=2**30), "needs about"),
-    ("d_ff = 2,000,000,000 (4 TB)", config_case(model__d_ff=2_000_000_000), "needs about 4,160.0 GB"),
-    ("model max_len = 2**31 - 1", config_case(model__max_len=2**31 - 1), "lower model.d_model, model.d_ff"),
-    ("a million encoder layers", config_case(model__num_encoder_layers=10**6), "needs about"),
-    ("rotary positions with d_head = 1", config_case(model__positions="rotary", model__num_heads=32),
-     "rotary positions turn pairs of dimensions"),
-    ("lr_factor = 1e300", config_case(optim__lr_factor=1e300), "optim.lr_factor=1e+300 is more than 1e4"),
-    ("weight_decay = 1e300", config_case(optim__weight_decay=1e300), "optim.weight_decay=1e+300 must be a number"),
+    (
+        "d_ff = 2,000,000,000 (4 TB)",
+        config_case(model__d_ff=2_000_000_000),
+        "needs about 4,160.0 GB",
+    ),
+    (
+        "model max_len = 2**31 - 1",
+        config_case(model__max_len=2**31 - 1),
+        "lower model.d_model, model.d_ff",
+    ),
+    (
+        "a million encoder layers",
+        config_case(model__num_encoder_layers=10**6),
+        "needs about",
+    ),
+    (
+        "rotary positions with d_head = 1",
+        config_case(model__positions="rotary", model__num_heads=32),
+        "rotary positions turn pairs of dimensions",
+    ),
+    (
+        "lr_factor = 1e300",
+        config_case(optim__lr_factor=1e300),
+        "optim.lr_factor=1e+300 is more than 1e4",
+    ),
+    (
+        "weight_decay = 1e300",
+        config_case(optim__weight_decay=1e300),
+        "optim.weight_decay=1e+300 must be a number",
+    ),
     ("eps = 5e-324", config_case(optim__eps=5e-324), "must be from 1e-30"),
-    ("data.max_len = 2 drops every pair", config_case(data__max_len=2), "no training pair is left"),
-    ("the same, in an out_dir that was there: its tokenizer/ goes again", lambda w, r: folder(w / "out") and
-     config_case(data__max_len=2)(w, r), "no training pair is left"),
-    ("a vocabulary smaller than the characters", config_case(data__vocab_size=5), "raise data.vocab_size"),
-    ("a config nested 100,000 deep", config_text(b"a = " + b"[" * 100_000 + b"]" * 100_000),
-     "nests its arrays or tables too deeply"),
-    ("data_dir = ~nosuchuser/d", config_case(data__data_dir="~nosuchuser/d", data__download=False),
-     "is not in"),
-    ("--out-dir of 300 characters", with_args("--out-dir", "c" * 300), "File name too long"),
-    ("--device meta", with_args("--device", "meta"), "device='meta': the course runs on"),
-    ("out_dir holds a run whose latest is gone", existing_run_with_pointer("step-99999999"),
-     "already holds a run"),
-    ("out_dir holds a run without pointers", lambda w, r: existing_run()(w, r) and
-     [(w / "out" / "checkpoints" / p).unlink() for p in ("latest", "best")] and config_case()(w, r),
-     "already holds a run (checkpoints, tokenizer, metrics.csv)"),
-    ("out_dir is a folder of the user's files", lambda w, r: folder(w / "mine") and (w / "mine" / "notes.txt")
-     .write_text("mine") and with_args("--out-dir", w / "mine")(w, r), "holds files that are not a run's (notes.txt)"),
-    ("out_dir with a NUL byte", config_case(out_dir="runs/a\0b"), "a path holds no NUL byte and is not empty"),
-    ("tsv train_files ['']", config_case(data__corpus="tsv", data__train_files=[""], data__valid_files=[""]),
-     "data.train_files[0]=''"),
-    ("a target vocabulary too small", config_case(data__shared_vocab=False, model__share_embeddings=False,
-                                                   data__tgt_vocab_size=5), "raise data.tgt_vocab_size"),
-    ("out_dir a link to nothing", lambda w, r: link(w / "dangling", str(w / "nothing")) and
-     with_args("--out-dir", w / "dangling")(w, r), "is a link to nothing"),
-    ("out_dir/checkpoints is a file", lambda w, r: folder(w / "out") and (w / "out" / "checkpoints").write_text("x")
-     and config_case()(w, r), "checkpoints should be a folder of the run"),
-    ("out_dir/metrics.csv is a folder", lambda w, r: folder(w / "out") and folder(w / "out" / "metrics.csv")
-     and config_case()(w, r), "metrics.csv should be a file of the run"),
-    ("--resume, training_state.json is {}", resumed_with_state(lambda s: {}), "training_state.json is damaged"),
-    ("--resume, world_size is text", resumed_with_state(lambda s: {**s, "world_size": "1"}),
-     "training_state.json is damaged (world_size missing or of the wrong type)"),
-    ("--resume, rng is empty", resumed_with_state(lambda s: {**s, "rng": []}), "does not fit this model's optimiser"),
-    ("--resume, an optimiser of another shape", resumed_with_state(lambda s: {**s, "optimizer": {}}),
-     "does not fit this model's optimiser"),
-    ("--resume, a tensor name that is not there", resumed_with_state(lambda s: json.loads(json.dumps(s).replace(
-     '"t0"', '"t999"'))), "training_state.json is damaged (KeyError"),
+    (
+        "data.max_len = 2 drops every pair",
+        config_case(data__max_len=2),
+        "no training pair is left",
+    ),
+    (
+        "the same, in an out_dir that was there: its tokenizer/ goes again",
+        lambda w, r: folder(w / "out") and config_case(data__max_len=2)(w, r),
+        "no training pair is left",
+    ),
+    (
+        "a vocabulary smaller than the characters",
+        config_case(data__vocab_size=5),
+        "raise data.vocab_size",
+    ),
+    (
+        "a config nested 100,000 deep",
+        config_text(b"a = " + b"[" * 100_000 + b"]" * 100_000),
+        "nests its arrays or tables too deeply",
+    ),
+    (
+        "data_dir = ~nosuchuser/d",
+        config_case(data__data_dir="~nosuchuser/d", data__download=False),
+        "is not in",
+    ),
+    (
+        "--out-dir of 300 characters",
+        with_args("--out-dir", "c" * 300),
+        "File name too long",
+    ),
+    (
+        "--device meta",
+        with_args("--device", "meta"),
+        "device='meta': the course runs on",
+    ),
+    (
+        "out_dir holds a run whose latest is gone",
+        existing_run_with_pointer("step-99999999"),
+        "already holds a run",
+    ),
+    (
+        "out_dir holds a run without pointers",
+        lambda w, r: (
+            existing_run()(w, r)
+            and [(w / "out" / "checkpoints" / p).unlink() for p in ("latest", "best")]
+            and config_case()(w, r)
+        ),
+        "already holds a run (checkpoints, tokenizer, metrics.csv)",
+    ),
+    (
+        "out_dir is a folder of the user's files",
+        lambda w, r: (
+            folder(w / "mine")
+            and (w / "mine" / "notes.txt").write_text("mine")
+            and with_args("--out-dir", w / "mine")(w, r)
+        ),
+        "holds files that are not a run's (notes.txt)",
+    ),
+    (
+        "out_dir with a NUL byte",
+        config_case(out_dir="runs/a\0b"),
+        "a path holds no NUL byte and is not empty",
+    ),
+    (
+        "tsv train_files ['']",
+        config_case(data__corpus="tsv", data__train_files=[""], data__valid_files=[""]),
+        "data.train_files[0]=''",
+    ),
+    (
+        "a target vocabulary too small",
+        config_case(
+            data__shared_vocab=False,
+            model__share_embeddings=False,
+            data__tgt_vocab_size=5,
+        ),
+        "raise data.tgt_vocab_size",
+    ),
+    (
+        "out_dir a link to nothing",
+        lambda w, r: (
+            link(w / "dangling", str(w / "nothing"))
+            and with_args("--out-dir", w / "dangling")(w, r)
+        ),
+        "is a link to nothing",
+    ),
+    (
+        "out_dir/checkpoints is a file",
+        lambda w, r: (
+            folder(w / "out")
+            and (w / "out" / "checkpoints").write_text("x")
+            and config_case()(w, r)
+        ),
+        "checkpoints should be a folder of the run",
+    ),
+    (
+        "out_dir/metrics.csv is a folder",
+        lambda w, r: (
+            folder(w / "out")
+            and folder(w / "out" / "metrics.csv")
+            and config_case()(w, r)
+        ),
+        "metrics.csv should be a file of the run",
+    ),
+    (
+        "--resume, training_state.json is {}",
+        resumed_with_state(lambda s: {}),
+        "training_state.json is damaged",
+    ),
+    (
+        "--resume, world_size is text",
+        resumed_with_state(lambda s: {**s, "world_size": "1"}),
+        "training_state.json is damaged (world_size missing or of the wrong type)",
+    ),
+    (
+        "--resume, rng is empty",
+        resumed_with_state(lambda s: {**s, "rng": []}),
+        "does not fit this model's optimiser",
+    ),
+    (
+        "--resume, an optimiser of another shape",
+        resumed_with_state(lambda s: {**s, "optimizer": {}}),
+        "does not fit this model's optimiser",
+    ),
+    (
+        "--resume, a tensor name that is not there",
+        resumed_with_state(
+            lambda s: json.loads(json.dumps(s).replace('"t0"', '"t999"'))
+        ),
+        "training_state.json is damaged (KeyError",
+    ),
 ]
 
 
 @pytest.mark.parametrize("case", [c[0] for c in TRAIN_CASES])
-def test_a_bad_config_corpus_or_run_folder_is_one_line_and_exit_2_and_writes_nothing(case, tiny_run, tmp_path,
-                                                                                     monkeypatch, capsys):
+def test_a_bad_config_corpus_or_run_folder_is_one_line_and_exit_2_and_writes_nothing(
+    case, tiny_run, tmp_path, monkeypatch, capsys
+):
     _, setup, phrase = next(c for c in TRAIN_CASES if c[0] == case)
     argv = setup(tmp_path, tiny_run) + ["--no-progress"]
     monkeypatch.chdir(tmp_path)
@@ -682,27 +1452,55 @@ def test_a_bad_config_corpus_or_run_folder_is_one_line_and_exit_2_and_writes_not
 
 
 def test_there_are_at_least_thirty_bad_inputs():
-    assert len(MODEL_CASES) + len(RUN_CASES) + len(COMMAND_CASES) + len(TRAIN_CASES) >= 30
+    assert (
+        len(MODEL_CASES) + len(RUN_CASES) + len(COMMAND_CASES) + len(TRAIN_CASES) >= 30
+    )
 
 
 # ---------------------------------------------------------------- every config field, any value
 
 SECTIONS = {"": TrainConfig, "data": DataConfig, "optim": OptimConfig}
-FIELDS = [(section, f.name) for section, cls in SECTIONS.items() for f in cls.__dataclass_fields__.values()
-          if f.name not in ("data", "optim", "model")]
-FIELDS += [("model", name) for name in ModelConfig.__dataclass_fields__
-           if name not in ("src_vocab_size", "tgt_vocab_size", "pad_id")]
-FIELDS += [("", "data"), ("", "optim"), ("", "model"), ("optim", "surprise"), ("model", "surprise")]
+FIELDS = [
+    (section, f.name)
+    for section, cls in SECTIONS.items()
+    for f in cls.__dataclass_fields__.values()
+    if f.name not in ("data", "optim", "model")
+]
+FIELDS += [
+    ("model", name)
+    for name in ModelConfig.__dataclass_fields__
+    if name not in ("src_vocab_size", "tgt_vocab_size", "pad_id")
+]
+FIELDS += [
+    ("", "data"),
+    ("", "optim"),
+    ("", "model"),
+    ("optim", "surprise"),
+    ("model", "surprise"),
+]
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-2**70, 2**70),
-                    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0, 1, 2, -1, 0.5, 1e-9, 1e300]),
-                    st.text(max_size=12), st.sampled_from(["multi30k", "tatoeba", "tsv", "en", "zh", "val", "cpu"]))
-values = st.one_of(scalars, st.lists(scalars, max_size=3), st.dictionaries(st.text(max_size=6), scalars, max_size=2))
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, 1, 2, -1, 0.5, 1e-9, 1e300]),
+    st.text(max_size=12),
+    st.sampled_from(["multi30k", "tatoeba", "tsv", "en", "zh", "val", "cpu"]),
+)
+values = st.one_of(
+    scalars,
+    st.lists(scalars, max_size=3),
+    st.dictionaries(st.text(max_size=6), scalars, max_size=2),
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(changes=st.dictionaries(st.sampled_from(FIELDS), values, min_size=1, max_size=3))
-def test_any_value_of_any_config_field_gives_a_config_or_a_one_line_config_error(changes):
+def test_any_value_of_any_config_field_gives_a_config_or_a_one_line_config_error(
+    changes,
+):
     data = tomllib.loads(TINY.read_text())
     for (section, name), value in changes.items():
         if section and not isinstance(data.get(section), dict):
@@ -717,11 +1515,21 @@ def test_any_value_of_any_config_field_gives_a_config_or_a_one_line_config_error
 
 
 @settings(max_examples=100, deadline=None)
-@given(section_name=st.sampled_from([f for f in FIELDS if f[1] not in ("data", "optim", "model")]),
-       value=st.one_of(st.integers(-2**63, 2**63 - 1), st.floats(), st.text(max_size=12), st.booleans(),
-                       st.lists(st.floats(), max_size=3)))
-def test_any_value_written_in_a_toml_file_gives_a_config_or_a_one_line_config_error(section_name, value,
-                                                                                    tmp_path_factory):
+@given(
+    section_name=st.sampled_from(
+        [f for f in FIELDS if f[1] not in ("data", "optim", "model")]
+    ),
+    value=st.one_of(
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(),
+        st.text(max_size=12),
+        st.booleans(),
+        st.lists(st.floats(), max_size=3),
+    ),
+)
+def test_any_value_written_in_a_toml_file_gives_a_config_or_a_one_line_config_error(
+    section_name, value, tmp_path_factory
+):
     section, name = section_name
     folder = tmp_path_factory.mktemp("toml", numbered=True)
     data = tiny_config(folder, **{f"{section}__{name}" if section else name: value})
@@ -733,28 +1541,44 @@ def test_any_value_written_in_a_toml_file_gives_a_config_or_a_one_line_config_er
 
 # ---------------------------------------------------------------- a real bug keeps its traceback
 
-def test_a_bug_inside_translation_is_not_turned_into_bad_input(tiny_run, monkeypatch, capsys):
+
+def test_a_bug_inside_translation_is_not_turned_into_bad_input(
+    tiny_run, monkeypatch, capsys
+):
     def bug(*args, **kwargs):
-        raise ValueError("shapes (2, 3) and (4, 5) cannot be multiplied")  # stands for a bug deep in the model
+        raise ValueError(
+            "shapes (2, 3) and (4, 5) cannot be multiplied"
+        )  # stands for a bug deep in the model
+
     monkeypatch.setattr(cli, "translate", bug)
     with pytest.raises(ValueError, match="cannot be multiplied"):
-        run_main(["translate", "--model", tiny_run, SENTENCE], None, capsys, monkeypatch)
+        run_main(
+            ["translate", "--model", tiny_run, SENTENCE], None, capsys, monkeypatch
+        )
 
 
-def test_a_bug_inside_a_training_run_is_not_turned_into_bad_input(tmp_path, monkeypatch, capsys, course_data):
+def test_a_bug_inside_a_training_run_is_not_turned_into_bad_input(
+    tmp_path, monkeypatch, capsys, course_data
+):
     def bug(*args, **kwargs):
         raise ValueError("a bug in the training step")
+
     monkeypatch.setattr(train_module, "train_step", bug)
     config = write_config(tmp_path / "tiny.toml", tiny_config(tmp_path))
     with pytest.raises(ValueError, match="a bug in the training step"):
-        run_main(["train", "--config", config, "--no-progress"], None, capsys, monkeypatch)
+        run_main(
+            ["train", "--config", config, "--no-progress"], None, capsys, monkeypatch
+        )
 
 
-def test_a_bug_while_loading_weights_is_not_turned_into_a_checkpoint_error(tiny_run, monkeypatch):
+def test_a_bug_while_loading_weights_is_not_turned_into_a_checkpoint_error(
+    tiny_run, monkeypatch
+):
     import transformer.checkpoints as checkpoints
 
     def bug(*args, **kwargs):
         raise RuntimeError("a bug in the loader")
+
     monkeypatch.setattr(checkpoints, "load_model", bug)
     with pytest.raises(RuntimeError, match="a bug in the loader"):
         load_checkpoint(tiny_run)
@@ -762,37 +1586,65 @@ def test_a_bug_while_loading_weights_is_not_turned_into_a_checkpoint_error(tiny_
 
 # ---------------------------------------------------------------- the family
 
+
 def test_the_package_errors_are_one_family_that_keeps_the_builtin_types():
-    for kind in (ConfigError, CorpusError, CheckpointError, InputError, cli.CommandError):
+    for kind in (
+        ConfigError,
+        CorpusError,
+        CheckpointError,
+        InputError,
+        cli.CommandError,
+    ):
         assert issubclass(kind, TransformerError)
     assert issubclass(ConfigError, ValueError) and issubclass(InputError, ValueError)
     assert issubclass(CheckpointNotFoundError, CheckpointError)
     assert issubclass(CheckpointNotFoundError, FileNotFoundError)
-    assert issubclass(RunExistsError, ConfigError) and issubclass(RunExistsError, FileExistsError)
+    assert issubclass(RunExistsError, ConfigError) and issubclass(
+        RunExistsError, FileExistsError
+    )
     assert issubclass(cli.CommandError, InputError)
 
 
 def test_the_corpus_errors_belong_to_the_family():
     """notebooks/91_corpora.ipynb: CorpusNotFoundError, CorpusFormatError and ChecksumError derive from CorpusError."""
-    assert issubclass(CorpusNotFoundError, CorpusError) and issubclass(CorpusNotFoundError, FileNotFoundError)
-    assert issubclass(CorpusFormatError, CorpusError) and issubclass(CorpusFormatError, ValueError)
-    assert issubclass(ChecksumError, CorpusError) and issubclass(ChecksumError, ValueError)
+    assert issubclass(CorpusNotFoundError, CorpusError) and issubclass(
+        CorpusNotFoundError, FileNotFoundError
+    )
+    assert issubclass(CorpusFormatError, CorpusError) and issubclass(
+        CorpusFormatError, ValueError
+    )
+    assert issubclass(ChecksumError, CorpusError) and issubclass(
+        ChecksumError, ValueError
+    )
 
 
 def test_the_errors_module_imports_nothing():
     source = (ROOT / "src" / "transformer" / "errors.py").read_text()
-    assert not [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert not [
+        n
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+    ]
 
 
 # ---------------------------------------------------------------- the explorer, and two tools
 
+
 def test_the_explorer_shows_markup_in_a_sentence_as_text(tiny_run, monkeypatch):
     pytest.importorskip("ipywidgets")
     import transformer.visualize as visualize
-    monkeypatch.setattr(visualize, "_png", lambda *args, **kwargs: b"")  # the pictures are not what is tested
-    box = visualize.attention_explorer(load_checkpoint(tiny_run), ["Ein <b>Hund</b> & eine Katze."])
+
+    monkeypatch.setattr(
+        visualize, "_png", lambda *args, **kwargs: b""
+    )  # the pictures are not what is tested
+    box = visualize.attention_explorer(
+        load_checkpoint(tiny_run), ["Ein <b>Hund</b> & eine Katze."]
+    )
     caption = box.children[2].children[0].value
-    assert "Ein &lt;b&gt;Hund&lt;/b&gt; &amp; eine Katze." in caption and "<b>Hund" not in caption
+    assert (
+        "Ein &lt;b&gt;Hund&lt;/b&gt; &amp; eine Katze." in caption
+        and "<b>Hund" not in caption
+    )
 
 
 def load_tool(name: str):
@@ -804,21 +1656,33 @@ def load_tool(name: str):
 
 def gone(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"  # a zombie is gone too
+        return (
+            Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+        )  # a zombie is gone too
     except FileNotFoundError:
         return True
 
 
-@pytest.mark.skipif(not hasattr(os, "killpg") or not Path("/proc").is_dir(), reason="process groups and /proc")
+@pytest.mark.skipif(
+    not hasattr(os, "killpg") or not Path("/proc").is_dir(),
+    reason="process groups and /proc",
+)
 def test_check_in_jupyterlab_kills_a_server_and_its_kernel_that_ignore_sigterm(capsys):
     pytest.importorskip("playwright.sync_api")
     tool = load_tool("check_in_jupyterlab")
-    stubborn = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
-                "time.sleep(60)")  # a process that ignores SIGTERM, as a server slow to stop does
-    server_code = ("import subprocess, sys; kernel = subprocess.Popen([sys.executable, '-c', %r], "
-                   "stdout=subprocess.PIPE); kernel.stdout.readline(); print(kernel.pid, flush=True); exec(%r)"
-                   ) % (stubborn, stubborn)
-    server = subprocess.Popen([sys.executable, "-c", server_code], stdout=subprocess.PIPE, start_new_session=True)
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
+        "time.sleep(60)"
+    )  # a process that ignores SIGTERM, as a server slow to stop does
+    server_code = (
+        "import subprocess, sys; kernel = subprocess.Popen([sys.executable, '-c', %r], "
+        "stdout=subprocess.PIPE); kernel.stdout.readline(); print(kernel.pid, flush=True); exec(%r)"
+    ) % (stubborn, stubborn)
+    server = subprocess.Popen(
+        [sys.executable, "-c", server_code],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
     kernel = int(server.stdout.readline())
     assert server.stdout.readline() == b"up\n"
     start = time.monotonic()
@@ -831,88 +1695,148 @@ def test_check_in_jupyterlab_kills_a_server_and_its_kernel_that_ignore_sigterm(c
     assert "did not stop within 1 s" in capsys.readouterr().err
 
 
-def test_ship_model_refuses_an_existing_folder_and_replaces_it_whole_when_asked(tiny_run, tmp_path, capsys):
+def test_ship_model_refuses_an_existing_folder_and_replaces_it_whole_when_asked(
+    tiny_run, tmp_path, capsys
+):
     tool = load_tool("ship_model")
     out = tmp_path / "shipped"
     out.mkdir()
     for stale in ("src_tokenizer.model", "tgt_tokenizer.model", "README.md"):
         (out / stale).write_text("from an older model")
     before = listing(tmp_path)
-    args = ["ship", "--run", str(tiny_run), "--checkpoints", latest(tiny_run).name, "--to", str(out)]
+    args = [
+        "ship",
+        "--run",
+        str(tiny_run),
+        "--checkpoints",
+        latest(tiny_run).name,
+        "--to",
+        str(out),
+    ]
     assert tool.main(args) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1 and "pass --replace" in err
+    assert (
+        err.startswith("error: ") and err.count("\n") == 1 and "pass --replace" in err
+    )
     assert listing(tmp_path) == before
     assert tool.main(args + ["--replace"]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["shipped"]  # no temporary or old folder beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "shipped"
+    ]  # no temporary or old folder beside it
     names = {p.name for p in out.iterdir()}
-    assert "tokenizer.model" in names and not names & {"src_tokenizer.model", "tgt_tokenizer.model", "README.md"}
+    assert "tokenizer.model" in names and not names & {
+        "src_tokenizer.model",
+        "tgt_tokenizer.model",
+        "README.md",
+    }
     assert load_checkpoint(out).src_tokenizer.vocab_size == 1000
     from safetensors import safe_open
 
-    with safe_open(str(out / "model.safetensors"), framework="pt") as f:  # the weights carry their config
-        assert json.loads(f.metadata()["model_config"]) == json.loads((out / "model_config.json").read_text())
+    with safe_open(
+        str(out / "model.safetensors"), framework="pt"
+    ) as f:  # the weights carry their config
+        assert json.loads(f.metadata()["model_config"]) == json.loads(
+            (out / "model_config.json").read_text()
+        )
 
 
-def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_before_writing(tiny_run, tmp_path,
-                                                                                               capsys):
+def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_before_writing(
+    tiny_run, tmp_path, capsys
+):
     tool = load_tool("ship_model")
     out = tmp_path / "shipped"
-    args = ["ship", "--run", str(tiny_run), "--checkpoints", latest(tiny_run).name, "--to", str(out)]
+    args = [
+        "ship",
+        "--run",
+        str(tiny_run),
+        "--checkpoints",
+        latest(tiny_run).name,
+        "--to",
+        str(out),
+    ]
     assert tool.main(args) == 0
     (out / "experiments").mkdir()
     (out / "experiments" / "tried.json").write_text('{"val": 1.0}')
     (out / "README.md").write_text("the old card")
-    (out / "decoding.json").write_text('{"beam_size": 99, "alpha": 9.0}')  # the old model's setting
+    (out / "decoding.json").write_text(
+        '{"beam_size": 99, "alpha": 9.0}'
+    )  # the old model's setting
     before = listing(tmp_path)
-    for keep, replace, message in [(["experiments"], False, "pass --replace"),
-                                   (["decoding.json"], True, "ship writes decoding.json for the new model"),
-                                   (["../shipped"], True, "directly inside"),
-                                   (["experiments/tried.json"], True, "directly inside"),
-                                   (["analysis"], True, "does not exist (nothing to keep)")]:
+    for keep, replace, message in [
+        (["experiments"], False, "pass --replace"),
+        (["decoding.json"], True, "ship writes decoding.json for the new model"),
+        (["../shipped"], True, "directly inside"),
+        (["experiments/tried.json"], True, "directly inside"),
+        (["analysis"], True, "does not exist (nothing to keep)"),
+    ]:
         status = tool.main(args + ["--replace"] * replace + ["--keep", *keep])
         err = capsys.readouterr().err
-        assert status == 2 and err.startswith("error: ") and err.count("\n") == 1 and message in err, (keep, err)
+        assert (
+            status == 2
+            and err.startswith("error: ")
+            and err.count("\n") == 1
+            and message in err
+        ), (keep, err)
         assert listing(tmp_path) == before  # refused before anything was written
     assert tool.main(args[:-1] + [str(tmp_path / "new"), "--keep", "experiments"]) == 2
-    assert "pass --replace too" in capsys.readouterr().err and listing(tmp_path) == before
+    assert (
+        "pass --replace too" in capsys.readouterr().err and listing(tmp_path) == before
+    )
     assert tool.main(args + ["--replace", "--keep", "experiments"]) == 0
     assert (out / "experiments" / "tried.json").read_text() == '{"val": 1.0}'
     assert not (out / "README.md").exists()  # not named: gone with the old model
-    assert json.loads((out / "decoding.json").read_text()) == {"beam_size": 4, "alpha": 0.6}
+    assert json.loads((out / "decoding.json").read_text()) == {
+        "beam_size": 4,
+        "alpha": 0.6,
+    }
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shipped"]
 
 
 # ---------------------------------------------------------------- a model folder: what is tied, what loads as before
 
+
 def test_weights_saved_before_the_config_was_tied_to_them_load_as_before_and_their_sizes_are_still_checked(
-        tiny_run, tmp_path):
+    tiny_run, tmp_path
+):
     """Weights written before model.safetensors carried its model config load as they always did, and the checks that
     need no tie still hold: max_len against the training data, and the memory a config asks for."""
     model = tmp_path / "old"
     shutil.copytree(latest(tiny_run), model)
     tensors = load_file(str(model / "model.safetensors"))
-    save_file(tensors, str(model / "model.safetensors"))  # no metadata: as the course's first checkpoints were
-    assert translate(load_checkpoint(model), [SENTENCE]) == translate(load_checkpoint(tiny_run), [SENTENCE])
+    save_file(
+        tensors, str(model / "model.safetensors")
+    )  # no metadata: as the course's first checkpoints were
+    assert translate(load_checkpoint(model), [SENTENCE]) == translate(
+        load_checkpoint(tiny_run), [SENTENCE]
+    )
     edit_json(model / "model_config.json", max_len=1)
-    with pytest.raises(CheckpointError, match="says max_len=1, but the model was trained on sentences of up to 64"):
+    with pytest.raises(
+        CheckpointError,
+        match="says max_len=1, but the model was trained on sentences of up to 64",
+    ):
         load_checkpoint(model)
     edit_json(model / "model_config.json", max_len=2**40)
-    with pytest.raises(CheckpointError, match=r"describes needs about [\d,.]+ GB, but cpu memory has"):
+    with pytest.raises(
+        CheckpointError, match=r"describes needs about [\d,.]+ GB, but cpu memory has"
+    ):
         load_checkpoint(model)
 
 
 def test_the_shipped_models_carry_the_config_they_were_saved_with():
     from safetensors import safe_open
+
     for name in ("multi30k-de-en", "tatoeba-en-zh"):
         folder = ROOT / "models" / name
         with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
             saved = json.loads(f.metadata()["model_config"])
-        written = ModelConfig(**json.loads((folder / "model_config.json").read_text()))  # defaults filled in
+        written = ModelConfig(
+            **json.loads((folder / "model_config.json").read_text())
+        )  # defaults filled in
         assert saved == written.to_dict(), name
 
 
 # ---------------------------------------------------------------- where a command writes: checked first, ordinary modes
+
 
 def unwritable_folder(tmp_path: Path) -> Path:
     """A folder this process cannot write into: read-only permissions, or, for root (whom permissions do not stop),
@@ -930,217 +1854,534 @@ def unwritable_folder(tmp_path: Path) -> Path:
     pytest.skip("no folder here that root cannot write into")
 
 
-def test_evaluate_into_a_folder_it_cannot_write_stops_before_translating_anything(tiny_run, tmp_path, monkeypatch,
-                                                                               capsys):
+def test_evaluate_into_a_folder_it_cannot_write_stops_before_translating_anything(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
     folder = unwritable_folder(tmp_path)
-    monkeypatch.setattr("transformer.evaluation.translate", lambda *a, **k: pytest.fail("translated before checking"))
+    monkeypatch.setattr(
+        "transformer.evaluation.translate",
+        lambda *a, **k: pytest.fail("translated before checking"),
+    )
     monkeypatch.chdir(tmp_path)
     before = listing(tmp_path, tiny_run)
     for out in (folder, folder / "eval"):
         argv = ["evaluate", "--model", tiny_run, "--split", "val", "--out-dir", out]
-        assert_one_line_error(*run_main(argv, None, capsys, monkeypatch), "cannot be written")
+        assert_one_line_error(
+            *run_main(argv, None, capsys, monkeypatch), "cannot be written"
+        )
     assert listing(tmp_path, tiny_run) == before
 
 
-def test_export_onnx_replaces_a_folder_whole_only_when_asked_and_says_so_when_it_cannot_write(tiny_run, tmp_path,
-                                                                                              monkeypatch, capsys):
+def test_export_onnx_replaces_a_folder_whole_only_when_asked_and_says_so_when_it_cannot_write(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
     pytest.importorskip("onnx")
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "other.txt").write_text("the user's")
-    status, out, err = run_main(["export-onnx", "--model", tiny_run, "--out", mine, "--replace"], None, capsys,
-                                monkeypatch)
+    status, out, err = run_main(
+        ["export-onnx", "--model", tiny_run, "--out", mine, "--replace"],
+        None,
+        capsys,
+        monkeypatch,
+    )
     assert status == 0, err
-    assert sorted(p.name for p in mine.iterdir()) == ["decoder.onnx", "encoder.onnx", "source.model", "target.model",
-                                                      "translator.json"]
-    assert "other.txt" not in out and sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # nothing left beside
+    assert sorted(p.name for p in mine.iterdir()) == [
+        "decoder.onnx",
+        "encoder.onnx",
+        "source.model",
+        "target.model",
+        "translator.json",
+    ]
+    assert "other.txt" not in out and sorted(p.name for p in tmp_path.iterdir()) == [
+        "mine"
+    ]  # nothing left beside
     folder = unwritable_folder(tmp_path)
-    assert_one_line_error(*run_main(["export-onnx", "--model", tiny_run, "--out", folder / "onnx"], None, capsys,
-                                    monkeypatch), "export into a folder you can write to")
+    assert_one_line_error(
+        *run_main(
+            ["export-onnx", "--model", tiny_run, "--out", folder / "onnx"],
+            None,
+            capsys,
+            monkeypatch,
+        ),
+        "export into a folder you can write to",
+    )
 
 
-def test_what_the_package_writes_gets_the_umask_s_permissions_not_private_ones(tiny_run, tmp_path, monkeypatch,
-                                                                              capsys):
+def test_what_the_package_writes_gets_the_umask_s_permissions_not_private_ones(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
     """Temporary files and folders are private (0600, 0700); renamed into place they keep that mode unless it is
     set: a checkpoint, metrics.csv, an export or an evaluation served by another user could not be read."""
     old = os.umask(0o022)
     try:
         from transformer.train import train
         from test_train import tiny
+
         result = train(tiny(tmp_path, "run", optim__max_steps=3))
-        assert run_main(["evaluate", "--model", result.checkpoint, "--split", "val", "--limit", "2", "--out-dir",
-                         tmp_path / "eval"], None, capsys, monkeypatch)[0] == 0
+        assert (
+            run_main(
+                [
+                    "evaluate",
+                    "--model",
+                    result.checkpoint,
+                    "--split",
+                    "val",
+                    "--limit",
+                    "2",
+                    "--out-dir",
+                    tmp_path / "eval",
+                ],
+                None,
+                capsys,
+                monkeypatch,
+            )[0]
+            == 0
+        )
         if importlib.util.find_spec("onnx"):
-            assert run_main(["export-onnx", "--model", result.checkpoint, "--out", tmp_path / "onnx"], None, capsys,
-                            monkeypatch)[0] == 0
+            assert (
+                run_main(
+                    [
+                        "export-onnx",
+                        "--model",
+                        result.checkpoint,
+                        "--out",
+                        tmp_path / "onnx",
+                    ],
+                    None,
+                    capsys,
+                    monkeypatch,
+                )[0]
+                == 0
+            )
     finally:
         os.umask(old)
-    modes = {str(p.relative_to(tmp_path)): p.stat().st_mode & 0o777 for p in tmp_path.rglob("*")}
-    wrong = {p: oct(m) for p, m in modes.items() if m != (0o755 if (tmp_path / p).is_dir() else 0o644)}
+    modes = {
+        str(p.relative_to(tmp_path)): p.stat().st_mode & 0o777
+        for p in tmp_path.rglob("*")
+    }
+    wrong = {
+        p: oct(m)
+        for p, m in modes.items()
+        if m != (0o755 if (tmp_path / p).is_dir() else 0o644)
+    }
     assert not wrong, wrong
     assert {"run/metrics.csv", "eval/val.hyp"} <= set(modes)
 
 
 # ---------------------------------------------------------------- standard output that cannot take the translations
 
+
 def cli_process(argv: list, **options) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "transformer", *map(str, argv)], env=env, **options)
+    return subprocess.Popen(
+        [sys.executable, "-m", "transformer", *map(str, argv)], env=env, **options
+    )
 
 
 def test_a_full_standard_output_is_one_error_line_not_a_traceback(tiny_run):
     with open("/dev/full", "w") as full:
-        p = cli_process(["translate", "--model", tiny_run, SENTENCE], stdout=full, stderr=subprocess.PIPE)
+        p = cli_process(
+            ["translate", "--model", tiny_run, SENTENCE],
+            stdout=full,
+            stderr=subprocess.PIPE,
+        )
         _, err = p.communicate(timeout=120)
-    assert p.returncode == 2 and err.decode() == ("error: cannot write to standard output: No space left on "
-                                                  "device\n"), err.decode()
+    assert p.returncode == 2 and err.decode() == (
+        "error: cannot write to standard output: No space left on device\n"
+    ), err.decode()
 
 
 def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(tiny_run):
     """`transformer translate < many | head -1`: the reader goes away before the translations are written."""
-    p = cli_process(["translate", "--model", tiny_run, "--beam", "1"], stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = cli_process(
+        ["translate", "--model", tiny_run, "--beam", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     p.stdout.close()  # the reader is gone before the first line
-    _, err = p.communicate(("".join(f"Ein Hund {i} läuft.\n" for i in range(500))).encode(), timeout=120)
+    _, err = p.communicate(
+        ("".join(f"Ein Hund {i} läuft.\n" for i in range(500))).encode(), timeout=120
+    )
     assert err == b"" and p.returncode == 141, (p.returncode, err.decode())
 
 
 # ---------------------------------------------------------------- the Python API names the argument that is wrong
 
+
 def api_cases(ckpt, onnx_dir: Path | None):
-    from transformer import OnnxTranslator, attention, beam_search, greedy_decode, tiled_attention, translate
+    from transformer import (
+        OnnxTranslator,
+        attention,
+        beam_search,
+        greedy_decode,
+        tiled_attention,
+        translate,
+    )
     from transformer.checkpoints import evaluate_checkpoint
     from transformer.evaluation import evaluate_pairs
+
     src = torch.tensor([[5, 6, 7]])
     q = torch.randn(5)
     cases = [
-        ("translate one string", lambda: translate(ckpt, SENTENCE), InputError,
-         "sentences must be a list of strings, got str: for one sentence, pass [sentence]"),
-        ("translate [None]", lambda: translate(ckpt, [None]), InputError, "sentences[0] is NoneType, not a str"),
-        ("translate beam_size=2.5", lambda: translate(ckpt, [SENTENCE], beam_size=2.5), InputError,
-         "beam_size=2.5: give an integer from 1"),
-        ("translate beam_size=True", lambda: translate(ckpt, [SENTENCE], beam_size=True), InputError, "beam_size=True"),
-        ("translate alpha='1'", lambda: translate(ckpt, [SENTENCE], alpha="1"), InputError, "alpha='1'"),
-        ("translate batch_size=0.5", lambda: translate(ckpt, [SENTENCE], batch_size=0.5), InputError,
-         "batch_size=0.5 must be an integer >= 1"),
-        ("translate max_len_a=nan", lambda: translate(ckpt, [SENTENCE], max_len_a=math.nan), InputError,
-         "max_len_a=nan"),
-        ("translate without a model", lambda: translate(None, [SENTENCE]), InputError,
-         "checkpoint must be a loaded model"),
-        ("a beam the machine cannot hold", lambda: beam_search(ckpt.model, src.repeat(10**6, 1), beam_size=1000),
-         InputError, "needs about"),
-        ("greedy_decode, an id outside the vocabulary", lambda: greedy_decode(ckpt.model, torch.tensor([[5, 10**6]])),
-         InputError, "src holds token id 1000000, outside the source vocabulary (ids 0 to 999)"),
-        ("greedy_decode, a negative id", lambda: greedy_decode(ckpt.model, torch.tensor([[-3, 5]])), InputError,
-         "src holds token id -3"),
-        ("greedy_decode, one sentence without a batch", lambda: greedy_decode(ckpt.model, src[0]), InputError,
-         "src must be a (B, S) tensor of token ids (int64), got shape (3,), dtype torch.int64: for one sentence"),
-        ("beam_search, float ids", lambda: beam_search(ckpt.model, src.float()), InputError, "dtype torch.float32"),
-        ("attention of 1-D tensors", lambda: attention(q, q, q), ValueError,
-         "Q must be a tensor of at least two dimensions (..., rows, width), got shape (5,)"),
-        ("tiled_attention with a float mask",
-         lambda: tiled_attention(q[None], q[None], q[None], mask=torch.ones(1, 1)), TypeError,
-         "mask must be a boolean tensor (True = may attend), got dtype torch.float32"),
+        (
+            "translate one string",
+            lambda: translate(ckpt, SENTENCE),
+            InputError,
+            "sentences must be a list of strings, got str: for one sentence, pass [sentence]",
+        ),
+        (
+            "translate [None]",
+            lambda: translate(ckpt, [None]),
+            InputError,
+            "sentences[0] is NoneType, not a str",
+        ),
+        (
+            "translate beam_size=2.5",
+            lambda: translate(ckpt, [SENTENCE], beam_size=2.5),
+            InputError,
+            "beam_size=2.5: give an integer from 1",
+        ),
+        (
+            "translate beam_size=True",
+            lambda: translate(ckpt, [SENTENCE], beam_size=True),
+            InputError,
+            "beam_size=True",
+        ),
+        (
+            "translate alpha='1'",
+            lambda: translate(ckpt, [SENTENCE], alpha="1"),
+            InputError,
+            "alpha='1'",
+        ),
+        (
+            "translate batch_size=0.5",
+            lambda: translate(ckpt, [SENTENCE], batch_size=0.5),
+            InputError,
+            "batch_size=0.5 must be an integer >= 1",
+        ),
+        (
+            "translate max_len_a=nan",
+            lambda: translate(ckpt, [SENTENCE], max_len_a=math.nan),
+            InputError,
+            "max_len_a=nan",
+        ),
+        (
+            "translate without a model",
+            lambda: translate(None, [SENTENCE]),
+            InputError,
+            "checkpoint must be a loaded model",
+        ),
+        (
+            "a beam the machine cannot hold",
+            lambda: beam_search(ckpt.model, src.repeat(10**6, 1), beam_size=1000),
+            InputError,
+            "needs about",
+        ),
+        (
+            "greedy_decode, an id outside the vocabulary",
+            lambda: greedy_decode(ckpt.model, torch.tensor([[5, 10**6]])),
+            InputError,
+            "src holds token id 1000000, outside the source vocabulary (ids 0 to 999)",
+        ),
+        (
+            "greedy_decode, a negative id",
+            lambda: greedy_decode(ckpt.model, torch.tensor([[-3, 5]])),
+            InputError,
+            "src holds token id -3",
+        ),
+        (
+            "greedy_decode, one sentence without a batch",
+            lambda: greedy_decode(ckpt.model, src[0]),
+            InputError,
+            "src must be a (B, S) tensor of token ids (int64), got shape (3,), dtype torch.int64: for one sentence",
+        ),
+        (
+            "beam_search, float ids",
+            lambda: beam_search(ckpt.model, src.float()),
+            InputError,
+            "dtype torch.float32",
+        ),
+        (
+            "attention of 1-D tensors",
+            lambda: attention(q, q, q),
+            ValueError,
+            "Q must be a tensor of at least two dimensions (..., rows, width), got shape (5,)",
+        ),
+        (
+            "tiled_attention with a float mask",
+            lambda: tiled_attention(q[None], q[None], q[None], mask=torch.ones(1, 1)),
+            TypeError,
+            "mask must be a boolean tensor (True = may attend), got dtype torch.float32",
+        ),
     ]
     f32, f64 = torch.randn(2, 3, 4), torch.randn(2, 5, 4, dtype=torch.float64)
     cases += [
-        ("translate a lone surrogate", lambda: translate(ckpt, ["Ein \udcff Hund."]), InputError,
-         "sentences[0] is not valid Unicode"),
-        ("load_checkpoint(123)", lambda: load_checkpoint(123), InputError, "path=123: give a run's folder"),
-        ("load_checkpoint on cpu:1", lambda: load_checkpoint(ckpt.path, device="cpu:1"), InputError,
-         "device='cpu:1': the course runs on cpu, cuda, cuda:N or mps"),
-        ("load_checkpoint on device 7", lambda: load_checkpoint(ckpt.path, device=7), InputError, "device=7"),
-        ("greedy_decode given the checkpoint", lambda: greedy_decode(ckpt, src), InputError,
-         "model must be a Transformer, got Checkpoint: pass the checkpoint's .model"),
-        ("greedy_decode, a source longer than the model reads", lambda: greedy_decode(ckpt.model, src.repeat(1, 30)),
-         InputError, "src has 90 positions, but the model reads at most max_len=64"),
-        ("attention, float32 Q with float64 K", lambda: attention(f32, f64, f64), TypeError,
-         "Q, K and V must be floating-point tensors of one dtype, got torch.float32, torch.float64"),
-        ("attention of integers", lambda: attention(*(torch.ones(2, 3, 4, dtype=torch.long),) * 3), TypeError,
-         "floating-point"),
-        ("attention, batch dimensions 2 and 3", lambda: attention(f32, torch.randn(3, 5, 4), torch.randn(3, 5, 4)),
-         ValueError, "the batch dimensions of Q (2,), K (3,) and V (3,) do not broadcast"),
-        ("attention, D_k = 0", lambda: attention(torch.randn(2, 3, 0), torch.randn(2, 5, 0), torch.randn(2, 5, 4)),
-         ValueError, "D_k=0"),
-        ("tiled_attention, a (3, 7) mask for S = 5", lambda: tiled_attention(f32, f32[:, :1].expand(2, 5, 4),
-         f32[:, :1].expand(2, 5, 4), mask=torch.ones(3, 7, dtype=torch.bool)), ValueError,
-         "mask of shape (3, 7) does not broadcast to the scores (..., T, S) = (2, 3, 5)"),
-        ("tiled_attention, block 2.5", lambda: tiled_attention(f32, f32, f32, block=2.5), ValueError,
-         "block=2.5: a block is an integer number of keys"),
-        ("TrainConfig(seed='0')", lambda: TrainConfig(seed="0"), ConfigError, "seed must be int, got '0'"),
-        ("evaluate_pairs, a split that is a path", lambda: evaluate_pairs(ckpt, [(SENTENCE, "A dog.")], "../../x"),
-         InputError, "split='../../x' names the files written"),
-        ("evaluate_pairs, no pairs", lambda: evaluate_pairs(ckpt, [], "x"), InputError, "pairs is empty"),
-        ("evaluate_pairs, a pair of one", lambda: evaluate_pairs(ckpt, [(SENTENCE,)], "x"), InputError,
-         "pairs must be (source, reference) pairs of strings"),
-        ("evaluate_checkpoint of a name", lambda: evaluate_checkpoint("multi30k-de-en", "val"), InputError,
-         "checkpoint must be a loaded model"),
-        ("evaluate_checkpoint limit=2.5", lambda: evaluate_checkpoint(ckpt, "val", limit=2.5), InputError,
-         "limit=2.5 must be an integer >= 0"),
-        ("load_checkpoint pointer='nosuch'", lambda: load_checkpoint(ckpt.path, pointer="nosuch"), InputError,
-         "pointer='nosuch': a run's checkpoints are named by 'latest' or 'best'"),
-        ("TrainConfig(model=[])", lambda: TrainConfig(model=[]), ConfigError, "model must be dict"),
-        ("TrainConfig.from_json(None)", lambda: TrainConfig.from_json(None), ConfigError,
-         "a config in JSON is text, got NoneType"),
-        ("TrainConfig.from_json, a 5,000-digit seed", lambda: TrainConfig.from_json('{"seed": ' + "9" * 5000 + "}"),
-         ConfigError, "not valid JSON: ValueError: Exceeds the limit"),
-        ("TrainConfig.from_toml(None)", lambda: TrainConfig.from_toml(None), ConfigError,
-         "a config file is a path, got NoneType"),
+        (
+            "translate a lone surrogate",
+            lambda: translate(ckpt, ["Ein \udcff Hund."]),
+            InputError,
+            "sentences[0] is not valid Unicode",
+        ),
+        (
+            "load_checkpoint(123)",
+            lambda: load_checkpoint(123),
+            InputError,
+            "path=123: give a run's folder",
+        ),
+        (
+            "load_checkpoint on cpu:1",
+            lambda: load_checkpoint(ckpt.path, device="cpu:1"),
+            InputError,
+            "device='cpu:1': the course runs on cpu, cuda, cuda:N or mps",
+        ),
+        (
+            "load_checkpoint on device 7",
+            lambda: load_checkpoint(ckpt.path, device=7),
+            InputError,
+            "device=7",
+        ),
+        (
+            "greedy_decode given the checkpoint",
+            lambda: greedy_decode(ckpt, src),
+            InputError,
+            "model must be a Transformer, got Checkpoint: pass the checkpoint's .model",
+        ),
+        (
+            "greedy_decode, a source longer than the model reads",
+            lambda: greedy_decode(ckpt.model, src.repeat(1, 30)),
+            InputError,
+            "src has 90 positions, but the model reads at most max_len=64",
+        ),
+        (
+            "attention, float32 Q with float64 K",
+            lambda: attention(f32, f64, f64),
+            TypeError,
+            "Q, K and V must be floating-point tensors of one dtype, got torch.float32, torch.float64",
+        ),
+        (
+            "attention of integers",
+            lambda: attention(*(torch.ones(2, 3, 4, dtype=torch.long),) * 3),
+            TypeError,
+            "floating-point",
+        ),
+        (
+            "attention, batch dimensions 2 and 3",
+            lambda: attention(f32, torch.randn(3, 5, 4), torch.randn(3, 5, 4)),
+            ValueError,
+            "the batch dimensions of Q (2,), K (3,) and V (3,) do not broadcast",
+        ),
+        (
+            "attention, D_k = 0",
+            lambda: attention(
+                torch.randn(2, 3, 0), torch.randn(2, 5, 0), torch.randn(2, 5, 4)
+            ),
+            ValueError,
+            "D_k=0",
+        ),
+        (
+            "tiled_attention, a (3, 7) mask for S = 5",
+            lambda: tiled_attention(
+                f32,
+                f32[:, :1].expand(2, 5, 4),
+                f32[:, :1].expand(2, 5, 4),
+                mask=torch.ones(3, 7, dtype=torch.bool),
+            ),
+            ValueError,
+            "mask of shape (3, 7) does not broadcast to the scores (..., T, S) = (2, 3, 5)",
+        ),
+        (
+            "tiled_attention, block 2.5",
+            lambda: tiled_attention(f32, f32, f32, block=2.5),
+            ValueError,
+            "block=2.5: a block is an integer number of keys",
+        ),
+        (
+            "TrainConfig(seed='0')",
+            lambda: TrainConfig(seed="0"),
+            ConfigError,
+            "seed must be int, got '0'",
+        ),
+        (
+            "evaluate_pairs, a split that is a path",
+            lambda: evaluate_pairs(ckpt, [(SENTENCE, "A dog.")], "../../x"),
+            InputError,
+            "split='../../x' names the files written",
+        ),
+        (
+            "evaluate_pairs, no pairs",
+            lambda: evaluate_pairs(ckpt, [], "x"),
+            InputError,
+            "pairs is empty",
+        ),
+        (
+            "evaluate_pairs, a pair of one",
+            lambda: evaluate_pairs(ckpt, [(SENTENCE,)], "x"),
+            InputError,
+            "pairs must be (source, reference) pairs of strings",
+        ),
+        (
+            "evaluate_checkpoint of a name",
+            lambda: evaluate_checkpoint("multi30k-de-en", "val"),
+            InputError,
+            "checkpoint must be a loaded model",
+        ),
+        (
+            "evaluate_checkpoint limit=2.5",
+            lambda: evaluate_checkpoint(ckpt, "val", limit=2.5),
+            InputError,
+            "limit=2.5 must be an integer >= 0",
+        ),
+        (
+            "load_checkpoint pointer='nosuch'",
+            lambda: load_checkpoint(ckpt.path, pointer="nosuch"),
+            InputError,
+            "pointer='nosuch': a run's checkpoints are named by 'latest' or 'best'",
+        ),
+        (
+            "TrainConfig(model=[])",
+            lambda: TrainConfig(model=[]),
+            ConfigError,
+            "model must be dict",
+        ),
+        (
+            "TrainConfig.from_json(None)",
+            lambda: TrainConfig.from_json(None),
+            ConfigError,
+            "a config in JSON is text, got NoneType",
+        ),
+        (
+            "TrainConfig.from_json, a 5,000-digit seed",
+            lambda: TrainConfig.from_json('{"seed": ' + "9" * 5000 + "}"),
+            ConfigError,
+            "not valid JSON: ValueError: Exceeds the limit",
+        ),
+        (
+            "TrainConfig.from_toml(None)",
+            lambda: TrainConfig.from_toml(None),
+            ConfigError,
+            "a config file is a path, got NoneType",
+        ),
     ]
     if onnx_dir is not None:
         onnx = OnnxTranslator(onnx_dir)
         cases += [
-            ("OnnxTranslator.translate one string", lambda: onnx.translate(SENTENCE), InputError,
-             "sentences must be a list of strings"),
-            ("OnnxTranslator.translate batch_size=0", lambda: onnx.translate([SENTENCE], batch_size=0), InputError,
-             "batch_size=0 must be an integer >= 1"),
-            ("OnnxTranslator.translate batch_size=-1", lambda: onnx.translate([SENTENCE], batch_size=-1),
-             InputError, "batch_size=-1"),
-            ("OnnxTranslator on a folder that is no export", lambda: OnnxTranslator(ckpt.path), InputError,
-             "translator.json is missing: the folder is not a whole export"),
+            (
+                "OnnxTranslator.translate one string",
+                lambda: onnx.translate(SENTENCE),
+                InputError,
+                "sentences must be a list of strings",
+            ),
+            (
+                "OnnxTranslator.translate batch_size=0",
+                lambda: onnx.translate([SENTENCE], batch_size=0),
+                InputError,
+                "batch_size=0 must be an integer >= 1",
+            ),
+            (
+                "OnnxTranslator.translate batch_size=-1",
+                lambda: onnx.translate([SENTENCE], batch_size=-1),
+                InputError,
+                "batch_size=-1",
+            ),
+            (
+                "OnnxTranslator on a folder that is no export",
+                lambda: OnnxTranslator(ckpt.path),
+                InputError,
+                "translator.json is missing: the folder is not a whole export",
+            ),
         ]
     return cases
 
 
-def test_each_bad_argument_of_the_python_api_raises_an_error_that_names_it(tiny_run, tmp_path):
+def test_each_bad_argument_of_the_python_api_raises_an_error_that_names_it(
+    tiny_run, tmp_path
+):
     ckpt = load_checkpoint(tiny_run)
     onnx_dir = None
     if importlib.util.find_spec("onnx") and importlib.util.find_spec("onnxruntime"):
         from transformer import export_onnx
+
         onnx_dir = export_onnx(tiny_run, tmp_path / "onnx")
     cases = api_cases(ckpt, onnx_dir)
     assert len(cases) >= 15
     for name, call, kind, phrase in cases:
         with pytest.raises(kind) as info:
             call()
-        assert phrase in str(info.value) and "\n" not in str(info.value), (name, str(info.value))
+        assert phrase in str(info.value) and "\n" not in str(info.value), (
+            name,
+            str(info.value),
+        )
 
 
 def test_odd_but_valid_api_arguments_translate_as_plain_ones_do(tiny_run):
     """NumPy numbers for the beam and the length penalty, a generator of sentences, and an output-length factor
     so large that a * S overflows int64 all translate exactly as the plain arguments do."""
     import numpy as np
+
     ckpt = load_checkpoint(tiny_run)
     plain = translate(ckpt, [SENTENCE, "Zwei Hunde spielen."], beam_size=4, alpha=0.6)
-    assert translate(ckpt, (s for s in [SENTENCE, "Zwei Hunde spielen."]), beam_size=np.int64(4),
-                     alpha=np.float32(0.6)) == plain
-    assert translate(ckpt, [SENTENCE, "Zwei Hunde spielen."], beam_size=4, alpha=0.6, max_len_a=1e19) == \
-        translate(ckpt, [SENTENCE, "Zwei Hunde spielen."], beam_size=4, alpha=0.6, max_len_a=1e6)
+    assert (
+        translate(
+            ckpt,
+            (s for s in [SENTENCE, "Zwei Hunde spielen."]),
+            beam_size=np.int64(4),
+            alpha=np.float32(0.6),
+        )
+        == plain
+    )
+    assert translate(
+        ckpt, [SENTENCE, "Zwei Hunde spielen."], beam_size=4, alpha=0.6, max_len_a=1e19
+    ) == translate(
+        ckpt, [SENTENCE, "Zwei Hunde spielen."], beam_size=4, alpha=0.6, max_len_a=1e6
+    )
 
 
-def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(tiny_run, tmp_path):
+def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(
+    tiny_run, tmp_path
+):
     pytest.importorskip("onnxruntime")
     from transformer import OnnxTranslator, export_onnx
+
     good = export_onnx(tiny_run, tmp_path / "good")
-    assert OnnxTranslator(good).translate(s for s in [SENTENCE]) == OnnxTranslator(good).translate([SENTENCE])
-    damages = [("translator.json", lambda p: p.write_text("{}"), "is not an export of format 1"),
-               ("translator.json", fifo, "translator.json is a named pipe"),
-               ("source.model", lambda p: link(p, "/dev/zero"), "source.model is a character device"),
-               ("encoder.onnx", lambda p: p.write_bytes(b"garbage"), "encoder.onnx is not an ONNX graph"),
-               ("decoder.onnx", lambda p: p.unlink(), "decoder.onnx is missing"),
-               ("translator.json", lambda p: edit_json(p, max_len="128"), "holds settings no export writes"),
-               ("translator.json", lambda p: edit_json(p, bos_id=10**6), "holds settings no export writes"),
-               ("translator.json", lambda p: edit_json(p, max_len_a=math.nan), "holds settings no export writes")]
+    assert OnnxTranslator(good).translate(s for s in [SENTENCE]) == OnnxTranslator(
+        good
+    ).translate([SENTENCE])
+    damages = [
+        (
+            "translator.json",
+            lambda p: p.write_text("{}"),
+            "is not an export of format 1",
+        ),
+        ("translator.json", fifo, "translator.json is a named pipe"),
+        (
+            "source.model",
+            lambda p: link(p, "/dev/zero"),
+            "source.model is a character device",
+        ),
+        (
+            "encoder.onnx",
+            lambda p: p.write_bytes(b"garbage"),
+            "encoder.onnx is not an ONNX graph",
+        ),
+        ("decoder.onnx", lambda p: p.unlink(), "decoder.onnx is missing"),
+        (
+            "translator.json",
+            lambda p: edit_json(p, max_len="128"),
+            "holds settings no export writes",
+        ),
+        (
+            "translator.json",
+            lambda p: edit_json(p, bos_id=10**6),
+            "holds settings no export writes",
+        ),
+        (
+            "translator.json",
+            lambda p: edit_json(p, max_len_a=math.nan),
+            "holds settings no export writes",
+        ),
+    ]
     for i, (name, damage, phrase) in enumerate(damages):
         copy = tmp_path / f"damaged-{i}"
         shutil.copytree(good, copy)
@@ -1149,32 +2390,53 @@ def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(tiny_
             OnnxTranslator(copy)
 
 
-def test_standard_input_beyond_the_limit_is_refused_before_it_fills_the_memory(tiny_run, monkeypatch, capsys):
+def test_standard_input_beyond_the_limit_is_refused_before_it_fills_the_memory(
+    tiny_run, monkeypatch, capsys
+):
     monkeypatch.setattr(cli, "STDIN_LIMIT", 3 << 20)
-    endless = b"Ein Hund l\xc3\xa4uft.\n" * 400_000  # 6.8 MB, no NUL: `yes "Ein Hund." | transformer translate`
-    assert_one_line_error(*run_main(["translate", "--model", tiny_run], endless, capsys, monkeypatch),
-                          "standard input holds more than 3 MB: translate it in parts")
+    endless = (
+        b"Ein Hund l\xc3\xa4uft.\n" * 400_000
+    )  # 6.8 MB, no NUL: `yes "Ein Hund." | transformer translate`
+    assert_one_line_error(
+        *run_main(["translate", "--model", tiny_run], endless, capsys, monkeypatch),
+        "standard input holds more than 3 MB: translate it in parts",
+    )
 
 
-def test_a_resume_whose_every_tokenizer_is_a_pipe_or_dev_zero_stops_without_waiting_or_reading(tiny_run, tmp_path):
+def test_a_resume_whose_every_tokenizer_is_a_pipe_or_dev_zero_stops_without_waiting_or_reading(
+    tiny_run, tmp_path
+):
     """The checkpoint a resumed run reads its tokenizer from is checked like the rest of it: a named pipe would
     make the copy wait forever and /dev/zero would never end."""
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
     for i, checkpoint in enumerate(sorted((run / "checkpoints").glob("step-*"))):
-        fifo(checkpoint / "tokenizer.model") if i % 2 else link(checkpoint / "tokenizer.model", "/dev/zero")
+        fifo(checkpoint / "tokenizer.model") if i % 2 else link(
+            checkpoint / "tokenizer.model", "/dev/zero"
+        )
     config = write_config(tmp_path / "c.toml", tiny_config(tmp_path, out_dir=str(run)))
-    p = cli_process(["train", "--config", config, "--resume", "--no-progress"], stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE)
+    p = cli_process(
+        ["train", "--config", config, "--resume", "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     out, err = p.communicate(timeout=120)
     assert p.returncode == 2 and "Traceback" not in err.decode(), err.decode()
-    assert err.decode().splitlines()[-1].startswith("error: no intact checkpoint under"), err.decode()
+    assert (
+        err.decode().splitlines()[-1].startswith("error: no intact checkpoint under")
+    ), err.decode()
 
 
-def test_ctrl_c_during_training_ends_with_one_line_and_the_run_resumes(tmp_path, course_data):
+def test_ctrl_c_during_training_ends_with_one_line_and_the_run_resumes(
+    tmp_path, course_data
+):
     data = tiny_config(tmp_path, optim__epochs=200)
     config = write_config(tmp_path / "c.toml", data)
-    p = cli_process(["train", "--config", config, "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = cli_process(
+        ["train", "--config", config, "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     latest_pointer = Path(data["out_dir"]) / "checkpoints" / "latest"
     end = time.monotonic() + 120
     while not latest_pointer.exists() and time.monotonic() < end and p.poll() is None:
@@ -1182,24 +2444,43 @@ def test_ctrl_c_during_training_ends_with_one_line_and_the_run_resumes(tmp_path,
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130 and err.decode().strip().splitlines()[-1] == (
-        "interrupted; `--resume` continues from the last checkpoint, if one was written (if not, start again)"), \
-        err.decode()
+        "interrupted; `--resume` continues from the last checkpoint, if one was written (if not, start again)"
+    ), err.decode()
     assert "Traceback" not in err.decode()
     step = load_training_state(latest(Path(data["out_dir"])))["step"]
-    resumed = cli_process(["train", "--config", config, "--resume", "--max-steps", str(step + 1), "--no-progress"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    resumed = cli_process(
+        [
+            "train",
+            "--config",
+            config,
+            "--resume",
+            "--max-steps",
+            str(step + 1),
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     out, err = resumed.communicate(timeout=120)
-    assert resumed.returncode == 0 and f"done: step {step + 1}" in out.decode(), err.decode()
+    assert resumed.returncode == 0 and f"done: step {step + 1}" in out.decode(), (
+        err.decode()
+    )
 
 
-def test_a_run_killed_before_its_first_checkpoint_leaves_a_folder_a_new_run_can_start_in(tmp_path, course_data):
+def test_a_run_killed_before_its_first_checkpoint_leaves_a_folder_a_new_run_can_start_in(
+    tmp_path, course_data
+):
     """SIGTERM or a power cut before the first checkpoint leaves tokenizer/ and metrics.csv and no checkpoint:
     --resume has nothing to resume, so a new run must be allowed to start over them."""
     from transformer.train import train
     from test_train import tiny
+
     out = tmp_path / "run"
     (out / "tokenizer").mkdir(parents=True)
     (out / "tokenizer" / "tokenizer.model").write_bytes(b"half")
     (out / "metrics.csv").write_text("kind,step\nstep,1\n")
     result = train(tiny(tmp_path, "run", optim__max_steps=3))
-    assert result.step == 3 and len([r for r in read_metrics(out) if r["kind"] == "step"]) == 3
+    assert (
+        result.step == 3
+        and len([r for r in read_metrics(out) if r["kind"] == "step"]) == 3
+    )

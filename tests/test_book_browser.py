@@ -9,16 +9,23 @@ three pages to `_build/screenshots/`.
 Needs Debian's Chromium (`apt-get install chromium`; `.ci/run` installs it) and the `playwright` package
 (in requirements.txt); skips with that instruction where either is missing.
 """
+
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SCREENSHOTS = ["notebooks/02_attention.html", "notebooks/08_transformer.html", "notebooks/13_results.html"]
+SCREENSHOTS = [
+    "notebooks/02_attention.html",
+    "notebooks/08_transformer.html",
+    "notebooks/13_results.html",
+]
 
 # A formula left as TeX: a backslash command outside code, or $$ display delimiters.
-RAW_TEX = re.compile(r"\\(frac|sqrt|mathrm|mathbf|mathcal|text|sum|cdot|times|begin|left|right)\b|\$\$")
+RAW_TEX = re.compile(
+    r"\\(frac|sqrt|mathrm|mathbf|mathcal|text|sum|cdot|times|begin|left|right)\b|\$\$"
+)
 
 PAGE_REPORT = """() => {
   const outside = el => !el.closest('pre, code, mjx-container, script, style, .highlight');
@@ -39,10 +46,16 @@ PAGE_REPORT = """() => {
 
 def pages(book: Path) -> list[str]:
     skip = ("_static", "_sources", "_images", "_panels_static")
-    return sorted(p.relative_to(book).as_posix() for p in book.rglob("*.html") if not p.parts[len(book.parts)] in skip)
+    return sorted(
+        p.relative_to(book).as_posix()
+        for p in book.rglob("*.html")
+        if p.parts[len(book.parts)] not in skip
+    )
 
 
-def test_every_page_renders_offline_with_math_images_links_and_no_directives(built_book, book_site, open_offline):
+def test_every_page_renders_offline_with_math_images_links_and_no_directives(
+    built_book, book_site, open_offline
+):
     reports, problems = {}, []
     for rel in pages(built_book):
         page, errors, _ = open_offline(book_site + rel)
@@ -52,15 +65,23 @@ def test_every_page_renders_offline_with_math_images_links_and_no_directives(bui
         if errors:
             problems.append(f"{rel}: console errors {errors[:3]}")
         if report["unrendered"]:
-            problems.append(f"{rel}: {len(report['unrendered'])} formulas not rendered by MathJax, e.g. {report['unrendered'][0]!r}")
+            problems.append(
+                f"{rel}: {len(report['unrendered'])} formulas not rendered by MathJax, e.g. {report['unrendered'][0]!r}"
+            )
         if RAW_TEX.search(report["text"]):
-            problems.append(f"{rel}: raw TeX in the text: {RAW_TEX.search(report['text']).group(0)!r}")
+            problems.append(
+                f"{rel}: raw TeX in the text: {RAW_TEX.search(report['text']).group(0)!r}"
+            )
         if report["brokenImages"]:
-            problems.append(f"{rel}: images that did not load: {report['brokenImages'][:3]}")
+            problems.append(
+                f"{rel}: images that did not load: {report['brokenImages'][:3]}"
+            )
         if "#|" in report["visible"]:
             problems.append(f"{rel}: an nbdev directive (#|) is visible")
     assert len(reports) >= 15, f"only {len(reports)} pages built: {sorted(reports)}"
-    assert sum(r["math"] for r in reports.values()) > 50, "the book should show many formulas"
+    assert sum(r["math"] for r in reports.values()) > 50, (
+        "the book should show many formulas"
+    )
 
     ids = {rel: set(r["ids"]) for rel, r in reports.items()}
     for rel, report in reports.items():
@@ -73,8 +94,14 @@ def test_every_page_renders_offline_with_math_images_links_and_no_directives(bui
                 target += "index.html"
             if not (built_book / target).is_file():
                 problems.append(f"{rel}: link to a missing page {target}")
-            elif url.fragment and target in ids and unquote(url.fragment) not in ids[target]:
-                problems.append(f"{rel}: link to a missing anchor {target}#{url.fragment}")
+            elif (
+                url.fragment
+                and target in ids
+                and unquote(url.fragment) not in ids[target]
+            ):
+                problems.append(
+                    f"{rel}: link to a missing anchor {target}#{url.fragment}"
+                )
     assert not problems, "\n".join(problems)
 
 

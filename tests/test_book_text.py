@@ -3,6 +3,7 @@
 Every page of the book (the notebooks' markdown, code and outputs, the prose pages in book/), the README
 and the model cards are read as text; nothing is run.
 """
+
 import json
 import re
 from pathlib import Path
@@ -10,9 +11,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW = re.compile(r"\b(issues?|issue tracker|tracker|pull requests?|PRs?|tickets?)\b", re.IGNORECASE)
-PAGES = sorted([*ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("book/*.md"), ROOT / "README.md",
-                *ROOT.glob("models/*/README.md")])
+WORKFLOW = re.compile(
+    r"\b(issues?|issue tracker|tracker|pull requests?|PRs?|tickets?)\b", re.IGNORECASE
+)
+PAGES = sorted(
+    [
+        *ROOT.glob("notebooks/*.ipynb"),
+        *ROOT.glob("book/*.md"),
+        ROOT / "README.md",
+        *ROOT.glob("models/*/README.md"),
+    ]
+)
 
 
 def page_text(path: Path) -> str:
@@ -34,10 +43,15 @@ def test_the_pages_exist():
 @pytest.mark.parametrize("path", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_page_speaks_of_issues_or_trackers(path):
     found = [m.group(0) for m in WORKFLOW.finditer(page_text(path))]
-    assert not found, f"{path.name} mentions {found}: the book speaks of the course's targets, not of its making"
+    assert not found, (
+        f"{path.name} mentions {found}: the book speaks of the course's targets, not of its making"
+    )
 
 
 def test_the_check_catches_what_it_is_for():
-    for sentence in ("The issue that opened this chapter", "the course's issue tracker quotes 36.5",
-                     "see the pull request"):
+    for sentence in (
+        "The issue that opened this chapter",
+        "the course's issue tracker quotes 36.5",
+        "see the pull request",
+    ):
         assert WORKFLOW.search(sentence)

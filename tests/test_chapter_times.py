@@ -20,6 +20,7 @@ as `[about ]N s` or `[about ]N min` (N may carry a ½), before "to run". The rul
 
 Only the notebooks' JSON is read: the test takes well under a second.
 """
+
 import json
 import re
 from datetime import datetime
@@ -35,7 +36,9 @@ SLACK_S = 2.0
 UNITS = {"s": 1, "min": 60}
 # "**Time:** 30 min to read, about 2 min to run": the run part, after the reading part.
 _TIME_FIELD = re.compile(r"\*\*Time:\*\*(?P<field>[^·\n]*(?:\n[^·\n*]*)?)")
-_RUN = re.compile(r"(?P<about>about )?(?P<number>\d+(?:\.\d+)?½?|½) ?(?P<unit>s|min) to run\b")
+_RUN = re.compile(
+    r"(?P<about>about )?(?P<number>\d+(?:\.\d+)?½?|½) ?(?P<unit>s|min) to run\b"
+)
 
 
 def _instant(stamp: str) -> datetime:
@@ -45,7 +48,9 @@ def _instant(stamp: str) -> datetime:
 def stored_seconds(notebook: Path) -> tuple[float, list[int]]:
     """The sum of the stored execution times of the code cells, and the cells that have none."""
     total, untimed = 0.0, []
-    for index, cell in enumerate(json.loads(notebook.read_text(encoding="utf-8"))["cells"]):
+    for index, cell in enumerate(
+        json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    ):
         if cell["cell_type"] != "code" or not "".join(cell["source"]).strip():
             continue
         times = cell.get("metadata", {}).get("execution", {})
@@ -70,8 +75,10 @@ def run_time(opener: str) -> tuple[float | None, str]:
     run = _RUN.search(text)
     if run is None:
         if "run" in text:
-            raise ValueError(f"the opener's time {text!r} does not say the run time as "
-                             "'N s to run' or 'about N min to run' (N may end in ½)")
+            raise ValueError(
+                f"the opener's time {text!r} does not say the run time as "
+                "'N s to run' or 'about N min to run' (N may end in ½)"
+            )
         return None, ""
     number = run.group("number")
     value = (float(number[:-1] or 0) + 0.5) if number.endswith("½") else float(number)
@@ -81,7 +88,11 @@ def run_time(opener: str) -> tuple[float | None, str]:
 def stated_seconds(notebook: Path) -> tuple[float | None, str]:
     """The run time the notebook's opener (its first cell, markdown) states: see `run_time`."""
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-    opener = "".join(cells[0]["source"]) if cells and cells[0]["cell_type"] == "markdown" else ""
+    opener = (
+        "".join(cells[0]["source"])
+        if cells and cells[0]["cell_type"] == "markdown"
+        else ""
+    )
     try:
         return run_time(opener)
     except ValueError as error:
@@ -97,8 +108,10 @@ def _suggestion(seconds: float) -> str:
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
 def test_every_code_cell_has_stored_execution_times(notebook):
     _, untimed = stored_seconds(notebook)
-    assert not untimed, (f"{notebook.name}: code cells {untimed} have no stored execution times, so the chapter's "
-                         f"time cannot be checked: run `jupyter execute --inplace notebooks/{notebook.name}`")
+    assert not untimed, (
+        f"{notebook.name}: code cells {untimed} have no stored execution times, so the chapter's "
+        f"time cannot be checked: run `jupyter execute --inplace notebooks/{notebook.name}`"
+    )
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
@@ -109,24 +122,31 @@ def test_the_chapter_runs_in_about_the_time_its_opener_states(notebook):
     assert stored <= LONGEST_S, (
         f"{where}, over the limit of {LONGEST_S} s for any chapter: move the long runs into a tool under tools/ "
         "that writes their results as JSON for the chapter to read (as tools/head_ablation.py does), and keep "
-        "one short live run on the page")
+        "one short live run on the page"
+    )
     if stated is None:
         assert stored <= NO_STATEMENT_S, (
             f"{where} and its opener states no run time: make it run in at most {NO_STATEMENT_S} s, or state "
-            f"the time in the opener's header (**Time:** … to read, {_suggestion(stored)})")
+            f"the time in the opener's header (**Time:** … to read, {_suggestion(stored)})"
+        )
     else:
         low, high = stated / 2 - SLACK_S, 1.5 * stated + SLACK_S
         assert low <= stored <= high, (
             f"{where}, but its opener says '{words}' ({stated:.0f} s): they disagree by more than half "
             f"(allowed {max(low, 0):.1f}–{high:.1f} s). Correct the opener (e.g. '{_suggestion(stored)}') or "
-            "re-store the outputs on an idle machine if the times were inflated by load")
+            "re-store the outputs on an idle machine if the times were inflated by load"
+        )
 
 
 def test_the_opener_parser_reads_every_form_used():
-    cases = {"**Time:** 10 min to read, 2 s to run": 2, "**Time:** 30 min to read, 2½ min to run": 150,
-             "**Time:** 20 min to read, about 15 s to run.": 15, "**Time:** 40 min to read, about 1 min to run": 60,
-             "· **Time:** 25 min to\nread, about 15 s to run.\n\nNext paragraph": 15,
-             "**Time:** 10 min to read\n\nRuns for a while.": None}
+    cases = {
+        "**Time:** 10 min to read, 2 s to run": 2,
+        "**Time:** 30 min to read, 2½ min to run": 150,
+        "**Time:** 20 min to read, about 15 s to run.": 15,
+        "**Time:** 40 min to read, about 1 min to run": 60,
+        "· **Time:** 25 min to\nread, about 15 s to run.\n\nNext paragraph": 15,
+        "**Time:** 10 min to read\n\nRuns for a while.": None,
+    }
     for text, seconds in cases.items():
         assert run_time(text)[0] == seconds, text
     with pytest.raises(ValueError, match="does not say the run time"):

@@ -3,6 +3,7 @@
 Each bad input ends in one `error: ...` line on standard error and exit status 2, never a traceback.
 The commands run as a user runs them, in a subprocess, on a checkpoint of configs/tiny.toml.
 """
+
 import os
 import shutil
 import subprocess
@@ -16,17 +17,27 @@ from transformer.cli import CommandError, read_input_lines
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def transformer(*args, stdin: bytes | str | None = None, cwd=None) -> subprocess.CompletedProcess:
+def transformer(
+    *args, stdin: bytes | str | None = None, cwd=None
+) -> subprocess.CompletedProcess:
     data = stdin.encode() if isinstance(stdin, str) else stdin
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "transformer", *args], input=data, capture_output=True,
-                          cwd=cwd, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "transformer", *args],
+        input=data,
+        capture_output=True,
+        cwd=cwd,
+        timeout=300,
+        env=env,
+    )
 
 
 def one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
     err = result.stderr.decode()
     assert result.returncode == 2, (result.returncode, err)
-    assert "Traceback" not in err and err.startswith("error: ") and err.count("\n") == 1, err
+    assert (
+        "Traceback" not in err and err.startswith("error: ") and err.count("\n") == 1
+    ), err
     for fragment in fragments:
         assert fragment in err, err
 
@@ -36,6 +47,7 @@ def tiny_run(tmp_path_factory, course_data) -> Path:
     """A run directory of configs/tiny.toml (seconds to train)."""
     from test_train import tiny
     from transformer.train import train
+
     config = tiny(tmp_path_factory.mktemp("cli"))
     train(config)
     return Path(config.out_dir)
@@ -44,7 +56,9 @@ def tiny_run(tmp_path_factory, course_data) -> Path:
 def test_read_lines_keeps_empty_lines_and_refuses_bytes_that_are_not_utf8():
     assert read_input_lines(b"a\n\nb\n") == ["a", "", "b"]
     assert read_input_lines(b"a\r\nb") == ["a", "b"]
-    assert read_input_lines("ein\u2028Satz\x1cmehr\n".encode()) == ["ein\u2028Satz\x1cmehr"]  # one input line, one output line
+    assert read_input_lines("ein\u2028Satz\x1cmehr\n".encode()) == [
+        "ein\u2028Satz\x1cmehr"
+    ]  # one input line, one output line
     with pytest.raises(CommandError, match="not UTF-8: byte 0xe4 at offset 1"):
         read_input_lines("Männer".encode("latin-1"))
 
@@ -52,62 +66,153 @@ def test_read_lines_keeps_empty_lines_and_refuses_bytes_that_are_not_utf8():
 def test_help_of_every_command_works():
     for command in ("translate", "evaluate", "train"):
         result = transformer(command, "--help")
-        assert result.returncode == 0 and b"usage: transformer " + command.encode() in result.stdout
+        assert (
+            result.returncode == 0
+            and b"usage: transformer " + command.encode() in result.stdout
+        )
 
 
-def test_translate_gives_one_line_per_input_line_in_order_with_empty_lines_kept(tiny_run):
+def test_translate_gives_one_line_per_input_line_in_order_with_empty_lines_kept(
+    tiny_run,
+):
     lines = "Ein Hund läuft.\n\nZwei Männer stehen auf der Straße.\nEin Kind spielt.\n"
-    result = transformer("translate", "--model", str(tiny_run), "--beam", "2", "--batch-size", "2", stdin=lines)
+    result = transformer(
+        "translate",
+        "--model",
+        str(tiny_run),
+        "--beam",
+        "2",
+        "--batch-size",
+        "2",
+        stdin=lines,
+    )
     assert result.returncode == 0, result.stderr.decode()
     out = result.stdout.decode().split("\n")
-    assert len(out) == 5 and out[-1] == "" and out[1] == ""  # four lines, each ended by a newline
-    single = [transformer("translate", "--model", str(tiny_run), "--beam", "2", text).stdout.decode().rstrip("\n")
-              for text in ("Ein Hund läuft.", "Ein Kind spielt.")]
+    assert (
+        len(out) == 5 and out[-1] == "" and out[1] == ""
+    )  # four lines, each ended by a newline
+    single = [
+        transformer("translate", "--model", str(tiny_run), "--beam", "2", text)
+        .stdout.decode()
+        .rstrip("\n")
+        for text in ("Ein Hund läuft.", "Ein Kind spielt.")
+    ]
     assert [out[0], out[3]] == single
-    greedy = transformer("translate", "--model", str(tiny_run), "--beam", "1", "--max-len", "3", "Ein Hund läuft.")
+    greedy = transformer(
+        "translate",
+        "--model",
+        str(tiny_run),
+        "--beam",
+        "1",
+        "--max-len",
+        "3",
+        "Ein Hund läuft.",
+    )
     assert greedy.returncode == 0 and len(greedy.stdout.decode().split()) <= 3
 
 
 def test_translate_cuts_a_too_long_line_with_one_warning_that_names_it(tiny_run):
     long = " ".join(["Hund"] * 300)
-    result = transformer("translate", "--model", str(tiny_run), "--beam", "1", stdin=f"Ein Hund.\n{long}\n")
+    result = transformer(
+        "translate",
+        "--model",
+        str(tiny_run),
+        "--beam",
+        "1",
+        stdin=f"Ein Hund.\n{long}\n",
+    )
     assert result.returncode == 0
     err = result.stderr.decode().strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("warning: line 2 has ") and "at most 64" in err[0]
+    assert (
+        len(err) == 1
+        and err[0].startswith("warning: line 2 has ")
+        and "at most 64" in err[0]
+    )
     assert len(result.stdout.decode().splitlines()) == 2
 
 
 def test_translate_refuses_input_that_is_not_utf8(tiny_run):
-    one_line_error(transformer("translate", "--model", str(tiny_run), stdin="Männer\n".encode("latin-1")),
-                   "not UTF-8", "offset 1")
+    one_line_error(
+        transformer(
+            "translate", "--model", str(tiny_run), stdin="Männer\n".encode("latin-1")
+        ),
+        "not UTF-8",
+        "offset 1",
+    )
 
 
 def test_a_missing_or_corrupt_model_directory_is_a_one_line_error(tiny_run, tmp_path):
-    one_line_error(transformer("translate", "--model", str(tmp_path / "nothing"), "Hallo"), "no model at")
+    one_line_error(
+        transformer("translate", "--model", str(tmp_path / "nothing"), "Hallo"),
+        "no model at",
+    )
     broken = tmp_path / "broken"
-    shutil.copytree(tiny_run / "checkpoints" / (tiny_run / "checkpoints" / "latest").read_text().strip(), broken)
+    shutil.copytree(
+        tiny_run
+        / "checkpoints"
+        / (tiny_run / "checkpoints" / "latest").read_text().strip(),
+        broken,
+    )
     weights = broken / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # truncated, as by a failed copy
-    one_line_error(transformer("translate", "--model", str(broken), "Hallo"), "damaged or was cut short", str(broken))
+    weights.write_bytes(
+        weights.read_bytes()[: weights.stat().st_size // 2]
+    )  # truncated, as by a failed copy
+    one_line_error(
+        transformer("translate", "--model", str(broken), "Hallo"),
+        "damaged or was cut short",
+        str(broken),
+    )
     (broken / "model_config.json").write_text("{not json")
-    one_line_error(transformer("evaluate", "--model", str(broken), "--split", "val"), "model_config.json is damaged")
+    one_line_error(
+        transformer("evaluate", "--model", str(broken), "--split", "val"),
+        "model_config.json is damaged",
+    )
 
 
 def test_bad_numbers_and_an_unknown_split_are_one_line_errors(tiny_run):
-    one_line_error(transformer("translate", "--model", str(tiny_run), "--beam", "0", "Hallo"), "--beam must be at least 1")
-    one_line_error(transformer("translate", "--model", str(tiny_run), "--batch-size", "0", "Hallo"), "--batch-size")
-    one_line_error(transformer("evaluate", "--model", str(tiny_run), "--split", "test_2099"),
-                   "unknown split 'test_2099'", "test_2016_flickr")
-    one_line_error(transformer("translate", "--model", str(tiny_run), "--device", "tpu", "Hallo"))
+    one_line_error(
+        transformer("translate", "--model", str(tiny_run), "--beam", "0", "Hallo"),
+        "--beam must be at least 1",
+    )
+    one_line_error(
+        transformer(
+            "translate", "--model", str(tiny_run), "--batch-size", "0", "Hallo"
+        ),
+        "--batch-size",
+    )
+    one_line_error(
+        transformer("evaluate", "--model", str(tiny_run), "--split", "test_2099"),
+        "unknown split 'test_2099'",
+        "test_2016_flickr",
+    )
+    one_line_error(
+        transformer("translate", "--model", str(tiny_run), "--device", "tpu", "Hallo")
+    )
 
 
-def test_evaluate_prints_signatures_and_writes_the_translations_beside_the_scores(tiny_run, tmp_path):
+def test_evaluate_prints_signatures_and_writes_the_translations_beside_the_scores(
+    tiny_run, tmp_path
+):
     out = tmp_path / "eval"
-    result = transformer("evaluate", "--model", str(tiny_run), "--split", "val", "--limit", "20", "--beam", "2",
-                         "--out-dir", str(out))
+    result = transformer(
+        "evaluate",
+        "--model",
+        str(tiny_run),
+        "--split",
+        "val",
+        "--limit",
+        "20",
+        "--beam",
+        "2",
+        "--out-dir",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr.decode()
     text = result.stdout.decode()
-    assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in text and "chrF" in text
+    assert (
+        "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in text
+        and "chrF" in text
+    )
     assert "BLEU, lowercased" in text
     assert len((out / "val.hyp").read_text(encoding="utf-8").splitlines()) == 20
     assert '"split": "val"' in (out / "val.json").read_text()

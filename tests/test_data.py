@@ -1,4 +1,5 @@
 """Tests for transformer.data and transformer.corpora: real corpora and their split sizes, bad input, offline downloads, batching."""
+
 import gzip
 import hashlib
 import logging
@@ -18,17 +19,38 @@ from torch.utils.data import DataLoader
 
 import transformer.corpora as corpora
 from transformer.corpora import (
-    MULTI30K_SHA256, MULTI30K_SPLITS, ChecksumError, CorpusFormatError, CorpusNotFoundError, data_search_path,
-    default_data_dir, download_file, fetch_file, load_multi30k, load_parallel, load_tatoeba, load_tsv, read_lines,
+    MULTI30K_SHA256,
+    MULTI30K_SPLITS,
+    ChecksumError,
+    CorpusFormatError,
+    CorpusNotFoundError,
+    data_search_path,
+    default_data_dir,
+    download_file,
+    fetch_file,
+    load_multi30k,
+    load_parallel,
+    load_tatoeba,
+    load_tsv,
+    read_lines,
     split_pairs,
 )
 from transformer.data import Batch, TokenBudgetBatchSampler, TranslationDataset, collate
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, train_tokenizer
 
 TINY = Path(__file__).parent / "data"
-MULTI30K_SIZES = {"train": 29_000, "val": 1_014, "test_2016_flickr": 1_000, "test_2017_flickr": 1_000,
-                  "test_2018_flickr": 1_071}
-TATOEBA_SIZES = {"train": 25_328, "val": 1_378, "test": 1_388}  # seed 0, 5 % + 5 % of English sentences
+MULTI30K_SIZES = {
+    "train": 29_000,
+    "val": 1_014,
+    "test_2016_flickr": 1_000,
+    "test_2017_flickr": 1_000,
+    "test_2018_flickr": 1_071,
+}
+TATOEBA_SIZES = {
+    "train": 25_328,
+    "val": 1_378,
+    "test": 1_388,
+}  # seed 0, 5 % + 5 % of English sentences
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +59,9 @@ def no_network(monkeypatch):
     real = urllib.request.urlopen
 
     def guarded(request, *args, **kwargs):
-        url = request.full_url if isinstance(request, urllib.request.Request) else request
+        url = (
+            request.full_url if isinstance(request, urllib.request.Request) else request
+        )
         if not url.startswith("file:"):
             raise AssertionError(f"a test tried to reach the network: {url}")
         return real(request, *args, **kwargs)
@@ -48,6 +72,7 @@ def no_network(monkeypatch):
 @pytest.fixture
 def offline(monkeypatch):
     """Make every download fail the way it does on a machine without network."""
+
     def refuse(*args, **kwargs):
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
 
@@ -57,13 +82,19 @@ def offline(monkeypatch):
 @pytest.fixture
 def no_checkout(monkeypatch):
     """Pretend the course's own copy (the repository's data/) is not there."""
-    monkeypatch.setattr(corpora, "course_data_dir", lambda: None)  # where data_search_path looks it up
+    monkeypatch.setattr(
+        corpora, "course_data_dir", lambda: None
+    )  # where data_search_path looks it up
 
 
 @pytest.fixture(scope="module")
 def tiny_tok(tmp_path_factory):
-    sentences = [s for pair in load_parallel(TINY / "tiny.de", TINY / "tiny.en") for s in pair]
-    return train_tokenizer(sentences * 3, tmp_path_factory.mktemp("tok") / "tiny", vocab_size=90)
+    sentences = [
+        s for pair in load_parallel(TINY / "tiny.de", TINY / "tiny.en") for s in pair
+    ]
+    return train_tokenizer(
+        sentences * 3, tmp_path_factory.mktemp("tok") / "tiny", vocab_size=90
+    )
 
 
 def sha256(path: Path) -> str:
@@ -71,6 +102,7 @@ def sha256(path: Path) -> str:
 
 
 # --- the real corpora -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("split", MULTI30K_SPLITS)
 def test_multi30k_split_sizes_are_the_published_ones(course_data, split):
@@ -81,47 +113,76 @@ def test_multi30k_split_sizes_are_the_published_ones(course_data, split):
 
 def test_multi30k_pairs_are_german_english_and_can_be_reversed(course_data):
     de_en = load_multi30k("train", root=course_data)
-    assert de_en[0] == ("Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
-                        "Two young, White males are outside near many bushes.")
+    assert de_en[0] == (
+        "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
+        "Two young, White males are outside near many bushes.",
+    )
     en_de = load_multi30k("train", root=course_data, src_lang="en", tgt_lang="de")
     assert en_de == [(en, de) for de, en in de_en]
 
 
 def test_multi30k_checksums_in_the_module_match_the_course_copy(course_data):
-    sums = dict(reversed(line.split()) for line in (course_data / "SHA256SUMS").read_text().splitlines() if line)
+    sums = dict(
+        reversed(line.split())
+        for line in (course_data / "SHA256SUMS").read_text().splitlines()
+        if line
+    )
     assert {f"multi30k/{name}": value for name, value in MULTI30K_SHA256.items()} == {
-        k: v for k, v in sums.items() if k.startswith("multi30k/")}
+        k: v for k, v in sums.items() if k.startswith("multi30k/")
+    }
     for name, value in MULTI30K_SHA256.items():
         assert sha256(course_data / "multi30k" / name) == value
 
 
 def test_sha256sums_covers_every_file_of_data_and_each_text_is_pinned(course_data):
     """data/SHA256SUMS lists every corpus file with its sum, and CORPUS_SHA256 pins the text of each."""
-    sums = dict(reversed(line.split()) for line in (course_data / "SHA256SUMS").read_text().splitlines() if line)
+    sums = dict(
+        reversed(line.split())
+        for line in (course_data / "SHA256SUMS").read_text().splitlines()
+        if line
+    )
     on_disk = {p.relative_to(course_data).as_posix() for p in course_data.rglob("*.gz")}
     assert set(sums) == on_disk == set(corpora.CORPUS_SHA256)
     for relpath, value in sums.items():
         assert sha256(course_data / relpath) == value, relpath
         text = gzip.decompress((course_data / relpath).read_bytes())
-        assert hashlib.sha256(text).hexdigest() == corpora.CORPUS_SHA256[relpath], relpath
-    assert "CC-BY 2.0" in (course_data / "README.md").read_text() and "Elliott" in (course_data / "README.md").read_text()
+        assert hashlib.sha256(text).hexdigest() == corpora.CORPUS_SHA256[relpath], (
+            relpath
+        )
+    assert (
+        "CC-BY 2.0" in (course_data / "README.md").read_text()
+        and "Elliott" in (course_data / "README.md").read_text()
+    )
 
 
-def test_the_course_copy_is_found_in_the_repository_without_any_other_folder(course_data, monkeypatch, tmp_path):
+def test_the_course_copy_is_found_in_the_repository_without_any_other_folder(
+    course_data, monkeypatch, tmp_path
+):
     monkeypatch.delenv(corpora.DATA_ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
-    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("tried to download"))
+    monkeypatch.setattr(
+        urllib.request, "urlopen", lambda *a, **k: pytest.fail("tried to download")
+    )
     assert corpora.course_data_dir().resolve() == course_data.resolve()
-    assert len(load_multi30k("val")) == 1_014 and len(load_tatoeba("test")) == TATOEBA_SIZES["test"]
+    assert (
+        len(load_multi30k("val")) == 1_014
+        and len(load_tatoeba("test")) == TATOEBA_SIZES["test"]
+    )
 
 
-@pytest.mark.parametrize("damage", ["changed byte", "truncated gzip", "uncompressed, one letter changed"])
+@pytest.mark.parametrize(
+    "damage", ["changed byte", "truncated gzip", "uncompressed, one letter changed"]
+)
 @pytest.mark.parametrize("relpath", ["multi30k/val.de.gz", "tatoeba/cmn-eng.tsv.gz"])
-def test_a_damaged_corpus_file_is_one_line_naming_it_and_the_fix(course_data, tmp_path, monkeypatch, damage, relpath):
+def test_a_damaged_corpus_file_is_one_line_naming_it_and_the_fix(
+    course_data, tmp_path, monkeypatch, damage, relpath
+):
     """A damaged copy is refused with one line, never read as a silently different corpus (and other splits)."""
     root = tmp_path / "data"
     shutil.copytree(course_data, root)
-    monkeypatch.setattr(corpora, "course_data_dir", lambda: root)  # as if the damaged folder were the repository's
+    monkeypatch.setattr(
+        corpora, "course_data_dir", lambda: root
+    )  # as if the damaged folder were the repository's
     target = root / relpath
     raw = target.read_bytes()
     if damage == "changed byte":
@@ -134,8 +195,14 @@ def test_a_damaged_corpus_file_is_one_line_naming_it_and_the_fix(course_data, tm
         text = gzip.decompress(raw).replace(b"a", b"e", 1)
         target.unlink()
         target.with_suffix("").write_bytes(text)
-    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("tried to download"))
-    load = (lambda: load_multi30k("val")) if relpath.startswith("multi30k") else (lambda: load_tatoeba("train"))
+    monkeypatch.setattr(
+        urllib.request, "urlopen", lambda *a, **k: pytest.fail("tried to download")
+    )
+    load = (
+        (lambda: load_multi30k("val"))
+        if relpath.startswith("multi30k")
+        else (lambda: load_tatoeba("train"))
+    )
     with pytest.raises(ChecksumError) as info:
         load()
     message = str(info.value)
@@ -145,7 +212,9 @@ def test_a_damaged_corpus_file_is_one_line_naming_it_and_the_fix(course_data, tm
 
 def test_an_uncompressed_copy_of_the_right_text_is_accepted(course_data, tmp_path):
     (tmp_path / "tatoeba").mkdir()
-    (tmp_path / "tatoeba" / "cmn-eng.tsv").write_bytes(gzip.decompress((course_data / corpora.TATOEBA_FILE).read_bytes()))
+    (tmp_path / "tatoeba" / "cmn-eng.tsv").write_bytes(
+        gzip.decompress((course_data / corpora.TATOEBA_FILE).read_bytes())
+    )
     assert load_tatoeba("val", root=tmp_path) == load_tatoeba("val", root=course_data)
 
 
@@ -163,14 +232,21 @@ def test_multi30k_language_without_checksum_is_never_downloaded(course_data, tmp
 
 
 def test_tatoeba_split_sizes(course_data):
-    sizes = {split: len(load_tatoeba(split, root=course_data)) for split in TATOEBA_SIZES}
+    sizes = {
+        split: len(load_tatoeba(split, root=course_data)) for split in TATOEBA_SIZES
+    }
     assert sizes == TATOEBA_SIZES
     assert sum(sizes.values()) == 28_094
-    assert load_tatoeba("valid", root=course_data) == load_tatoeba("val", root=course_data)
+    assert load_tatoeba("valid", root=course_data) == load_tatoeba(
+        "val", root=course_data
+    )
 
 
 def test_tatoeba_no_english_sentence_is_in_two_splits(course_data):
-    english = {split: {en for en, _ in load_tatoeba(split, root=course_data)} for split in TATOEBA_SIZES}
+    english = {
+        split: {en for en, _ in load_tatoeba(split, root=course_data)}
+        for split in TATOEBA_SIZES
+    }
     assert not english["train"] & english["val"]
     assert not english["train"] & english["test"]
     assert not english["val"] & english["test"]
@@ -178,13 +254,18 @@ def test_tatoeba_no_english_sentence_is_in_two_splits(course_data):
 
 def test_tatoeba_pairs_are_english_chinese_without_byte_order_mark(course_data):
     train = load_tatoeba("train", root=course_data)
-    assert train[:2] == [("Hi.", "嗨。"), ("Hi.", "你好。")]  # the file starts with U+FEFF
+    assert train[:2] == [
+        ("Hi.", "嗨。"),
+        ("Hi.", "你好。"),
+    ]  # the file starts with U+FEFF
 
 
 def test_tatoeba_trailing_blank_line_is_counted_and_reported(course_data, caplog):
     with caplog.at_level(logging.WARNING, logger="transformer.data"):
         load_tatoeba("test", root=course_data)
-    assert "1 of 28095 lines are blank or have an empty side (line 28095)" in caplog.text
+    assert (
+        "1 of 28095 lines are blank or have an empty side (line 28095)" in caplog.text
+    )
 
 
 def test_tatoeba_split_changes_with_the_seed_and_still_covers_every_pair(course_data):
@@ -208,6 +289,7 @@ def test_course_data_files_match_their_published_checksums(course_data):
 
 # --- where files come from, and downloads (all offline) --------------------------------------------
 
+
 def test_present_files_never_touch_the_network(course_data, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("network used although the files are present")
@@ -219,7 +301,9 @@ def test_present_files_never_touch_the_network(course_data, monkeypatch):
     assert len(load_tatoeba("val")) == TATOEBA_SIZES["val"]
 
 
-def test_default_data_dir_is_env_var_then_xdg_cache_then_home_cache(monkeypatch, tmp_path):
+def test_default_data_dir_is_env_var_then_xdg_cache_then_home_cache(
+    monkeypatch, tmp_path
+):
     monkeypatch.setenv(corpora.DATA_ENV_VAR, str(tmp_path / "env"))
     assert default_data_dir() == tmp_path / "env"
     monkeypatch.delenv(corpora.DATA_ENV_VAR)
@@ -237,7 +321,10 @@ def test_search_path_is_root_alone_or_env_course_copy_cache(monkeypatch, tmp_pat
     assert data_search_path() == [tmp_path / "env", tmp_path / "repo" / "data"]
     monkeypatch.delenv(corpora.DATA_ENV_VAR)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert data_search_path() == [tmp_path / "repo" / "data", tmp_path / "xdg" / "transformer"]
+    assert data_search_path() == [
+        tmp_path / "repo" / "data",
+        tmp_path / "xdg" / "transformer",
+    ]
 
 
 def test_course_data_dir_is_the_repository_data_folder(course_data):
@@ -247,7 +334,9 @@ def test_course_data_dir_is_the_repository_data_folder(course_data):
 def test_download_writes_the_verified_file(tmp_path):
     source = tmp_path / "src.bin"
     source.write_bytes(b"x" * 3_000_000)  # more than one 1 MiB chunk
-    dest = download_file(source.as_uri(), tmp_path / "out" / "file.bin", sha256=sha256(source))
+    dest = download_file(
+        source.as_uri(), tmp_path / "out" / "file.bin", sha256=sha256(source)
+    )
     assert dest.read_bytes() == source.read_bytes()
     assert sorted(p.name for p in dest.parent.iterdir()) == ["file.bin"]
 
@@ -272,17 +361,27 @@ def test_download_keeps_the_old_file_when_the_new_one_is_bad(tmp_path):
     assert good.read_bytes() == b"old, verified"
 
 
-def test_missing_multi30k_is_downloaded_verified_and_then_read_from_disk(course_data, tmp_path, monkeypatch):
-    monkeypatch.setattr(corpora, "MULTI30K_URL", (course_data / "multi30k").as_uri() + "/{name}")
+def test_missing_multi30k_is_downloaded_verified_and_then_read_from_disk(
+    course_data, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(
+        corpora, "MULTI30K_URL", (course_data / "multi30k").as_uri() + "/{name}"
+    )
     pairs = load_multi30k("val", root=tmp_path)
     assert len(pairs) == 1_014
     assert sha256(tmp_path / "multi30k" / "val.de.gz") == MULTI30K_SHA256["val.de.gz"]
-    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("downloaded twice"))
+    monkeypatch.setattr(
+        urllib.request, "urlopen", lambda *a, **k: pytest.fail("downloaded twice")
+    )
     assert load_multi30k("val", root=tmp_path) == pairs
 
 
-def test_missing_corpus_goes_to_the_cache_when_no_root_is_given(course_data, tmp_path, monkeypatch, no_checkout):
-    monkeypatch.setattr(corpora, "MULTI30K_URL", (course_data / "multi30k").as_uri() + "/{name}")
+def test_missing_corpus_goes_to_the_cache_when_no_root_is_given(
+    course_data, tmp_path, monkeypatch, no_checkout
+):
+    monkeypatch.setattr(
+        corpora, "MULTI30K_URL", (course_data / "multi30k").as_uri() + "/{name}"
+    )
     monkeypatch.delenv(corpora.DATA_ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert len(load_multi30k("test_2017_flickr")) == 1_000
@@ -290,36 +389,50 @@ def test_missing_corpus_goes_to_the_cache_when_no_root_is_given(course_data, tmp
 
 
 def test_corrupt_multi30k_download_is_rejected(course_data, tmp_path, monkeypatch):
-    monkeypatch.setattr(corpora, "MULTI30K_URL", (course_data / "multi30k" / "val.en.gz").as_uri())  # wrong file
+    monkeypatch.setattr(
+        corpora, "MULTI30K_URL", (course_data / "multi30k" / "val.en.gz").as_uri()
+    )  # wrong file
     with pytest.raises(ChecksumError, match="val.de.gz"):
         load_multi30k("val", root=tmp_path)
     assert not any(p.is_file() for p in tmp_path.rglob("*"))
 
 
-def test_missing_corpus_while_offline_is_a_clear_error(tmp_path, offline, no_checkout, monkeypatch):
+def test_missing_corpus_while_offline_is_a_clear_error(
+    tmp_path, offline, no_checkout, monkeypatch
+):
     monkeypatch.setenv(corpora.DATA_ENV_VAR, str(tmp_path / "cache"))
     with pytest.raises(CorpusNotFoundError) as info:
         load_multi30k("train")
     message = str(info.value)
-    assert "multi30k/train.de.gz is not in" in message and str(tmp_path / "cache") in message
+    assert (
+        "multi30k/train.de.gz is not in" in message
+        and str(tmp_path / "cache") in message
+    )
     assert corpora.MULTI30K_URL.format(name="train.de.gz") in message
     assert "Temporary failure in name resolution" in message and "offline" in message
     assert corpora.DATA_ENV_VAR in message
     assert isinstance(info.value, FileNotFoundError)
-    assert info.value.__cause__ is None and info.value.__suppress_context__  # no library traceback chained
+    assert (
+        info.value.__cause__ is None and info.value.__suppress_context__
+    )  # no library traceback chained
     with pytest.raises(CorpusNotFoundError, match="tatoeba/cmn-eng.tsv.gz"):
         load_tatoeba("train")
 
 
 def test_download_false_fails_without_trying(tmp_path, monkeypatch):
-    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: pytest.fail("tried to download"))
+    monkeypatch.setattr(
+        urllib.request, "urlopen", lambda *a, **k: pytest.fail("tried to download")
+    )
     with pytest.raises(CorpusNotFoundError, match="not to be downloaded"):
         load_multi30k("val", root=tmp_path, download=False)
 
 
 def test_fetch_file_accepts_a_flat_folder(tmp_path):
     (tmp_path / "val.de.gz").write_bytes(b"")
-    assert fetch_file("multi30k/val.de.gz", "file:///nowhere", root=tmp_path) == tmp_path / "val.de.gz"
+    assert (
+        fetch_file("multi30k/val.de.gz", "file:///nowhere", root=tmp_path)
+        == tmp_path / "val.de.gz"
+    )
 
 
 def _zip(path: Path, members: dict[str, bytes]) -> Path:
@@ -329,23 +442,41 @@ def _zip(path: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
-def test_missing_tatoeba_is_extracted_from_the_zip_when_it_is_the_course_copy(course_data, tmp_path, monkeypatch):
+def test_missing_tatoeba_is_extracted_from_the_zip_when_it_is_the_course_copy(
+    course_data, tmp_path, monkeypatch
+):
     text = gzip.decompress((course_data / corpora.TATOEBA_FILE).read_bytes())
     archive = _zip(tmp_path / "cmn-eng.zip", {"cmn.txt": text, "_about.txt": b"about"})
     monkeypatch.setattr(corpora, "TATOEBA_URL", archive.as_uri())
     root = tmp_path / "data"
     assert load_tatoeba("test", root=root) == load_tatoeba("test", root=course_data)
-    assert sorted(p.name for p in (root / "tatoeba").iterdir()) == ["cmn-eng.tsv.gz"]  # zip and temporaries gone
+    assert sorted(p.name for p in (root / "tatoeba").iterdir()) == [
+        "cmn-eng.tsv.gz"
+    ]  # zip and temporaries gone
 
 
-@pytest.mark.parametrize("members, error, kind", [
-    ({"other.txt": b"x"}, "not the expected cmn.txt", CorpusFormatError),
-    ({"cmn.txt": (TINY / "tiny.tsv").read_bytes()}, "not the course's copy of Tatoeba", ChecksumError),  # another bundle
-    ({"cmn.txt": b"Hi.\t\xe4\xbd\nBye.\tx\n"}, "not the course's copy of Tatoeba", ChecksumError),
-])
-def test_a_tatoeba_download_other_than_the_course_copy_is_refused_and_not_installed(tmp_path, monkeypatch, members,
-                                                                                     error, kind):
-    monkeypatch.setattr(corpora, "TATOEBA_URL", _zip(tmp_path / "bad.zip", members).as_uri())
+@pytest.mark.parametrize(
+    "members, error, kind",
+    [
+        ({"other.txt": b"x"}, "not the expected cmn.txt", CorpusFormatError),
+        (
+            {"cmn.txt": (TINY / "tiny.tsv").read_bytes()},
+            "not the course's copy of Tatoeba",
+            ChecksumError,
+        ),  # another bundle
+        (
+            {"cmn.txt": b"Hi.\t\xe4\xbd\nBye.\tx\n"},
+            "not the course's copy of Tatoeba",
+            ChecksumError,
+        ),
+    ],
+)
+def test_a_tatoeba_download_other_than_the_course_copy_is_refused_and_not_installed(
+    tmp_path, monkeypatch, members, error, kind
+):
+    monkeypatch.setattr(
+        corpora, "TATOEBA_URL", _zip(tmp_path / "bad.zip", members).as_uri()
+    )
     with pytest.raises(kind, match=error):
         load_tatoeba("train", root=tmp_path / "data")
     assert not any(p.is_file() for p in (tmp_path / "data").rglob("*"))
@@ -353,31 +484,45 @@ def test_a_tatoeba_download_other_than_the_course_copy_is_refused_and_not_instal
 
 # --- reading files: every bad input -----------------------------------------------------------------
 
+
 def test_load_parallel_reads_aligned_files():
     pairs = load_parallel(TINY / "tiny.de", TINY / "tiny.en")
     assert len(pairs) == 6
-    assert pairs[0] == ("Ein Hund rennt über die Wiese.", "A dog runs across the meadow.")
+    assert pairs[0] == (
+        "Ein Hund rennt über die Wiese.",
+        "A dog runs across the meadow.",
+    )
 
 
 def test_files_with_different_line_counts_are_an_error(tmp_path):
     (tmp_path / "x.de").write_text("a\nb\nc\n", encoding="utf-8")
     (tmp_path / "x.en").write_text("a\nb\n", encoding="utf-8")
-    with pytest.raises(CorpusFormatError, match=r"x.de has 3 lines but .*x.en has 2: .*aligned line by line"):
+    with pytest.raises(
+        CorpusFormatError,
+        match=r"x.de has 3 lines but .*x.en has 2: .*aligned line by line",
+    ):
         load_parallel(tmp_path / "x.de", tmp_path / "x.en")
 
 
 def test_non_utf8_bytes_are_an_error_naming_file_and_line(tmp_path):
     (tmp_path / "x.de").write_bytes("Ein Hund.\nSchöne Blumen.\n".encode("latin-1"))
     (tmp_path / "x.en").write_text("A dog.\nNice flowers.\n", encoding="utf-8")
-    with pytest.raises(CorpusFormatError, match=r"x.de, line 2: byte 0xf6 is not valid UTF-8; re-encode"):
+    with pytest.raises(
+        CorpusFormatError,
+        match=r"x.de, line 2: byte 0xf6 is not valid UTF-8; re-encode",
+    ):
         load_parallel(tmp_path / "x.de", tmp_path / "x.en")
     with pytest.raises(ValueError):  # CorpusFormatError is a ValueError
         read_lines(tmp_path / "x.de")
 
 
 def test_empty_lines_are_skipped_counted_and_reported(tmp_path, caplog):
-    (tmp_path / "x.de").write_text("Ein Hund.\n\nZwei Vögel.\n   \nEin Baum.\n", encoding="utf-8")
-    (tmp_path / "x.en").write_text("A dog.\nA cat.\nTwo birds.\nA fish.\n\n", encoding="utf-8")
+    (tmp_path / "x.de").write_text(
+        "Ein Hund.\n\nZwei Vögel.\n   \nEin Baum.\n", encoding="utf-8"
+    )
+    (tmp_path / "x.en").write_text(
+        "A dog.\nA cat.\nTwo birds.\nA fish.\n\n", encoding="utf-8"
+    )
     with caplog.at_level(logging.WARNING, logger="transformer.data"):
         pairs = load_parallel(tmp_path / "x.de", tmp_path / "x.en")
     assert pairs == [("Ein Hund.", "A dog."), ("Zwei Vögel.", "Two birds.")]
@@ -398,12 +543,16 @@ def test_many_empty_lines_are_summarised(tmp_path, caplog):
     (tmp_path / "x.de").write_text("\n" * 7 + "Ein Hund.\n", encoding="utf-8")
     (tmp_path / "x.en").write_text("x\n" * 7 + "A dog.\n", encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="transformer.data"):
-        assert load_parallel(tmp_path / "x.de", tmp_path / "x.en") == [("Ein Hund.", "A dog.")]
+        assert load_parallel(tmp_path / "x.de", tmp_path / "x.en") == [
+            ("Ein Hund.", "A dog.")
+        ]
     assert "7 of 8 lines" in caplog.text and "(line 1, 2, 3, 4, 5, ...)" in caplog.text
 
 
 def test_lines_break_only_at_newline(tmp_path):
-    (tmp_path / "x.de").write_text("Satz\u2028mit Trenner\x0b.\r\nZweiter\x1cSatz.\n", encoding="utf-8")
+    (tmp_path / "x.de").write_text(
+        "Satz\u2028mit Trenner\x0b.\r\nZweiter\x1cSatz.\n", encoding="utf-8"
+    )
     (tmp_path / "x.en").write_text("Sentence one.\nSentence two.\n", encoding="utf-8")
     pairs = load_parallel(tmp_path / "x.de", tmp_path / "x.en")
     assert [de for de, _ in pairs] == ["Satz\u2028mit Trenner\x0b.", "Zweiter\x1cSatz."]
@@ -426,13 +575,19 @@ def test_broken_gzip_and_missing_file_are_clear_errors(tmp_path):
 def test_load_tsv_reads_columns_and_keeps_quotes():
     pairs = load_tsv(TINY / "tiny.tsv")
     assert pairs[2] == ('He said "no".', '他说"不"。')
-    assert load_tsv(TINY / "tiny.tsv", src_col=1, tgt_col=0) == [(b, a) for a, b in pairs]
-    assert load_tsv(TINY / "tiny.tsv", src_col=0, tgt_col=2)[0][1].startswith("CC-BY 2.0")
+    assert load_tsv(TINY / "tiny.tsv", src_col=1, tgt_col=0) == [
+        (b, a) for a, b in pairs
+    ]
+    assert load_tsv(TINY / "tiny.tsv", src_col=0, tgt_col=2)[0][1].startswith(
+        "CC-BY 2.0"
+    )
 
 
 def test_load_tsv_row_without_the_column_is_an_error_with_its_line(tmp_path):
     (tmp_path / "x.tsv").write_text("a\tb\nc d\n", encoding="utf-8")
-    with pytest.raises(CorpusFormatError, match=r"x.tsv, line 2: 1 tab-separated field"):
+    with pytest.raises(
+        CorpusFormatError, match=r"x.tsv, line 2: 1 tab-separated field"
+    ):
         load_tsv(tmp_path / "x.tsv")
     with pytest.raises(ValueError, match="two different columns"):
         load_tsv(tmp_path / "x.tsv", src_col=1, tgt_col=1)
@@ -442,14 +597,22 @@ def test_load_tsv_blank_lines_and_empty_fields_are_reported(tmp_path, caplog):
     (tmp_path / "x.tsv").write_text("a\tb\n\nc\t\n\td\ne\tf\n\n", encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="transformer.data"):
         assert load_tsv(tmp_path / "x.tsv") == [("a", "b"), ("e", "f")]
-    assert "4 of 6 lines are blank or have an empty side (line 2, 3, 4, 6)" in caplog.text
+    assert (
+        "4 of 6 lines are blank or have an empty side (line 2, 3, 4, 6)" in caplog.text
+    )
 
 
 # --- splitting ------------------------------------------------------------------------------------
 
+
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.tuples(st.text(min_size=1, max_size=6), st.text(min_size=1, max_size=6)), max_size=60),
-       st.integers(0, 3))
+@given(
+    st.lists(
+        st.tuples(st.text(min_size=1, max_size=6), st.text(min_size=1, max_size=6)),
+        max_size=60,
+    ),
+    st.integers(0, 3),
+)
 def test_split_pairs_partitions_by_key_and_is_stable(pairs, seed):
     splits = split_pairs(pairs, seed=seed, val_fraction=0.2, test_fraction=0.2)
     assert Counter(p for part in splits.values() for p in part) == Counter(pairs)
@@ -457,20 +620,29 @@ def test_split_pairs_partitions_by_key_and_is_stable(pairs, seed):
     for name, part in splits.items():
         for src, _ in part:
             assert where.setdefault(src, name) == name  # one split per source sentence
-    half = split_pairs(pairs[: len(pairs) // 2], seed=seed, val_fraction=0.2, test_fraction=0.2)
-    for name, part in half.items():  # a sentence's split does not depend on the rest of the corpus
+    half = split_pairs(
+        pairs[: len(pairs) // 2], seed=seed, val_fraction=0.2, test_fraction=0.2
+    )
+    for (
+        name,
+        part,
+    ) in half.items():  # a sentence's split does not depend on the rest of the corpus
         assert all(where[src] == name for src, _ in part)
 
 
 def test_split_pairs_fractions_are_about_right_and_validated():
     pairs = [(f"sentence {i}", f"Satz {i}") for i in range(20_000)]
-    sizes = {k: len(v) for k, v in split_pairs(pairs, val_fraction=0.05, test_fraction=0.1).items()}
+    sizes = {
+        k: len(v)
+        for k, v in split_pairs(pairs, val_fraction=0.05, test_fraction=0.1).items()
+    }
     assert abs(sizes["val"] - 1_000) < 150 and abs(sizes["test"] - 2_000) < 200
     with pytest.raises(ValueError, match="sum to < 1"):
         split_pairs(pairs, val_fraction=0.5, test_fraction=0.5)
 
 
 # --- dataset ----------------------------------------------------------------------------------------
+
 
 def test_dataset_items_are_token_ids_without_bos_or_eos(tiny_tok):
     pairs = load_parallel(TINY / "tiny.de", TINY / "tiny.en")
@@ -489,10 +661,14 @@ def test_too_long_pairs_are_filtered_counted_and_reported(tiny_tok, caplog):
     max_len = sorted(max(s, t + 1) for s, t in zip(src_lens, tgt_lens))[3]
     with caplog.at_level(logging.WARNING, logger="transformer.data"):
         ds = TranslationDataset(pairs, tiny_tok, tiny_tok, max_len=max_len)
-    keep = [i for i in range(6) if src_lens[i] <= max_len and tgt_lens[i] + 1 <= max_len]
+    keep = [
+        i for i in range(6) if src_lens[i] <= max_len and tgt_lens[i] + 1 <= max_len
+    ]
     assert ds.indices == keep and len(ds) == len(keep) < 6
     assert ds.skipped["src_too_long"] == sum(s > max_len for s in src_lens)
-    assert ds.skipped["tgt_too_long"] == sum(s <= max_len and t + 1 > max_len for s, t in zip(src_lens, tgt_lens))
+    assert ds.skipped["tgt_too_long"] == sum(
+        s <= max_len and t + 1 > max_len for s, t in zip(src_lens, tgt_lens)
+    )
     assert f"kept {len(keep)} of 6 pairs" in caplog.text and ds.report() in caplog.text
     assert all(len(s) <= max_len and len(t) + 1 <= max_len for s, t in ds)
 
@@ -505,14 +681,21 @@ def test_max_len_counts_the_bos_and_eos_of_the_target(tiny_tok):
 
 
 def test_pairs_that_encode_to_nothing_are_counted(tiny_tok):
-    ds = TranslationDataset([("", "A dog."), ("Ein Hund.", "A dog.")], tiny_tok, tiny_tok, max_len=32)
+    ds = TranslationDataset(
+        [("", "A dog."), ("Ein Hund.", "A dog.")], tiny_tok, tiny_tok, max_len=32
+    )
     assert len(ds) == 1 and ds.skipped["empty"] == 1
     with pytest.raises(ValueError, match="max_len=1"):
         TranslationDataset([], tiny_tok, tiny_tok, max_len=1)
 
 
 def test_dataset_pickles_for_worker_processes(tiny_tok):
-    ds = TranslationDataset(load_parallel(TINY / "tiny.de", TINY / "tiny.en"), tiny_tok, tiny_tok, max_len=64)
+    ds = TranslationDataset(
+        load_parallel(TINY / "tiny.de", TINY / "tiny.en"),
+        tiny_tok,
+        tiny_tok,
+        max_len=64,
+    )
     clone = pickle.loads(pickle.dumps(ds))
     assert [clone[i] for i in range(len(clone))] == [ds[i] for i in range(len(ds))]
 
@@ -524,7 +707,9 @@ lengths_strategy = st.lists(st.integers(1, 40), min_size=0, max_size=300)
 
 @settings(max_examples=50, deadline=None)
 @given(lengths_strategy, st.integers(40, 400), st.integers(0, 5), st.booleans())
-def test_each_item_once_per_epoch_and_every_batch_within_budget(lengths, max_tokens, seed, shuffle):
+def test_each_item_once_per_epoch_and_every_batch_within_budget(
+    lengths, max_tokens, seed, shuffle
+):
     sampler = TokenBudgetBatchSampler(lengths, max_tokens, shuffle=shuffle, seed=seed)
     batches = list(sampler)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
@@ -533,10 +718,27 @@ def test_each_item_once_per_epoch_and_every_batch_within_budget(lengths, max_tok
 
 
 @settings(max_examples=50, deadline=None)
-@given(lengths_strategy, st.integers(40, 400), st.integers(1, 4), st.booleans(), st.integers(0, 3))
-def test_every_rank_gets_the_same_number_of_batches(lengths, max_tokens, replicas, drop_last, epoch):
-    samplers = [TokenBudgetBatchSampler(lengths, max_tokens, seed=7, num_replicas=replicas, rank=r,
-                                        drop_last=drop_last) for r in range(replicas)]
+@given(
+    lengths_strategy,
+    st.integers(40, 400),
+    st.integers(1, 4),
+    st.booleans(),
+    st.integers(0, 3),
+)
+def test_every_rank_gets_the_same_number_of_batches(
+    lengths, max_tokens, replicas, drop_last, epoch
+):
+    samplers = [
+        TokenBudgetBatchSampler(
+            lengths,
+            max_tokens,
+            seed=7,
+            num_replicas=replicas,
+            rank=r,
+            drop_last=drop_last,
+        )
+        for r in range(replicas)
+    ]
     for s in samplers:
         s.set_epoch(epoch)
     shards = [list(s) for s in samplers]
@@ -548,7 +750,10 @@ def test_every_rank_gets_the_same_number_of_batches(lengths, max_tokens, replica
     sharded = [b for shard in shards for b in shard]
     counts = Counter(i for b in sharded for i in b)
     if drop_last:  # a cut, never a repeat
-        assert all(c == 1 for c in counts.values()) and len(sharded) == len(everything) // replicas * replicas
+        assert (
+            all(c == 1 for c in counts.values())
+            and len(sharded) == len(everything) // replicas * replicas
+        )
     else:  # every item, and only the top-up batches repeat
         assert set(counts) == set(range(len(lengths)))
         assert len(sharded) - len(everything) == (-len(everything)) % replicas
@@ -556,7 +761,10 @@ def test_every_rank_gets_the_same_number_of_batches(lengths, max_tokens, replica
 
 def test_ranks_are_disjoint_when_the_batches_divide_evenly():
     lengths = [5] * 64  # 64 items of 5 tokens, budget 40: 8 batches of 8
-    shards = [list(TokenBudgetBatchSampler(lengths, 40, num_replicas=4, rank=r)) for r in range(4)]
+    shards = [
+        list(TokenBudgetBatchSampler(lengths, 40, num_replicas=4, rank=r))
+        for r in range(4)
+    ]
     assert [len(s) for s in shards] == [2, 2, 2, 2]
     flat = [i for s in shards for b in s for i in b]
     assert sorted(flat) == list(range(64))
@@ -582,7 +790,9 @@ def test_batches_group_similar_lengths():
 
 
 def test_sampler_rejects_impossible_settings():
-    with pytest.raises(ValueError, match="an item has 50 tokens, more than max_tokens=40"):
+    with pytest.raises(
+        ValueError, match="an item has 50 tokens, more than max_tokens=40"
+    ):
         TokenBudgetBatchSampler([3, 50], max_tokens=40)
     with pytest.raises(ValueError, match="rank=2"):
         TokenBudgetBatchSampler([3], max_tokens=40, num_replicas=2, rank=2)
@@ -590,31 +800,56 @@ def test_sampler_rejects_impossible_settings():
         TokenBudgetBatchSampler([3], max_tokens=0)
     with pytest.raises(ValueError, match="lengths must be >= 1"):
         TokenBudgetBatchSampler([3, 0], max_tokens=10)
-    assert list(TokenBudgetBatchSampler([], max_tokens=10)) == [] and len(TokenBudgetBatchSampler([], 10)) == 0
+    assert (
+        list(TokenBudgetBatchSampler([], max_tokens=10)) == []
+        and len(TokenBudgetBatchSampler([], 10)) == 0
+    )
 
 
 def test_collate_pads_and_shifts_the_target():
     batch = collate([([5, 6, 7], [8, 9]), ([10], [11, 12, 13, 14])])
     assert isinstance(batch, Batch)
     assert batch.src.tolist() == [[5, 6, 7], [10, PAD_ID, PAD_ID]]  # (B, S) = (2, 3)
-    assert batch.tgt_in.tolist() == [[BOS_ID, 8, 9, PAD_ID, PAD_ID], [BOS_ID, 11, 12, 13, 14]]  # (B, T) = (2, 5)
-    assert batch.tgt_out.tolist() == [[8, 9, EOS_ID, PAD_ID, PAD_ID], [11, 12, 13, 14, EOS_ID]]
+    assert batch.tgt_in.tolist() == [
+        [BOS_ID, 8, 9, PAD_ID, PAD_ID],
+        [BOS_ID, 11, 12, 13, 14],
+    ]  # (B, T) = (2, 5)
+    assert batch.tgt_out.tolist() == [
+        [8, 9, EOS_ID, PAD_ID, PAD_ID],
+        [11, 12, 13, 14, EOS_ID],
+    ]
     assert batch.src.dtype == batch.tgt_in.dtype == batch.tgt_out.dtype == torch.long
     assert batch.num_tgt_tokens == 3 + 5 and batch.num_src_tokens == 4
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.integers(4, 99), min_size=1, max_size=9),
-                          st.lists(st.integers(4, 99), min_size=0, max_size=9)), min_size=1, max_size=6))
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.integers(4, 99), min_size=1, max_size=9),
+            st.lists(st.integers(4, 99), min_size=0, max_size=9),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_collate_tgt_in_is_tgt_out_shifted_right(items):
     batch = collate(items)
     B, T = batch.tgt_out.shape
-    assert batch.src.shape == (B, max(len(s) for s, _ in items)) and T == max(len(t) for _, t in items) + 1
+    assert (
+        batch.src.shape == (B, max(len(s) for s, _ in items))
+        and T == max(len(t) for _, t in items) + 1
+    )
     for b, (s, t) in enumerate(items):
-        assert batch.src[b, : len(s)].tolist() == s and (batch.src[b, len(s):] == PAD_ID).all()
+        assert (
+            batch.src[b, : len(s)].tolist() == s
+            and (batch.src[b, len(s) :] == PAD_ID).all()
+        )
         assert batch.tgt_in[b, : len(t) + 1].tolist() == [BOS_ID, *t]
         assert batch.tgt_out[b, : len(t) + 1].tolist() == [*t, EOS_ID]
-        assert (batch.tgt_in[b, len(t) + 1:] == PAD_ID).all() and (batch.tgt_out[b, len(t) + 1:] == PAD_ID).all()
+        assert (batch.tgt_in[b, len(t) + 1 :] == PAD_ID).all() and (
+            batch.tgt_out[b, len(t) + 1 :] == PAD_ID
+        ).all()
     assert batch.num_tgt_tokens == sum(len(t) + 1 for _, t in items)
 
 
@@ -622,7 +857,11 @@ def test_collate_custom_pad_id_empty_batch_and_device_move():
     batch = collate([([5], [6])], pad_id=-1)
     assert batch.pad_id == -1 and batch.num_tgt_tokens == 2
     moved = batch.to("cpu")
-    assert isinstance(moved, Batch) and torch.equal(moved.tgt_out, batch.tgt_out) and moved.pad_id == -1
+    assert (
+        isinstance(moved, Batch)
+        and torch.equal(moved.tgt_out, batch.tgt_out)
+        and moved.pad_id == -1
+    )
     with pytest.raises(ValueError, match="empty batch"):
         collate([])
 
@@ -632,18 +871,36 @@ def test_batch_pins_memory_for_the_dataloader():
     assert collate([([5], [6])]).pin_memory().src.is_pinned()
 
 
-def test_dataloader_with_token_budget_covers_the_real_validation_set(course_data, tmp_path):
+def test_dataloader_with_token_budget_covers_the_real_validation_set(
+    course_data, tmp_path
+):
     train = load_multi30k("train", root=course_data)
-    tok = train_tokenizer([s for pair in train for s in pair], tmp_path / "de_en", vocab_size=8000)
-    ds = TranslationDataset(load_multi30k("val", root=course_data), tok, tok, max_len=64)
+    tok = train_tokenizer(
+        [s for pair in train for s in pair], tmp_path / "de_en", vocab_size=8000
+    )
+    ds = TranslationDataset(
+        load_multi30k("val", root=course_data), tok, tok, max_len=64
+    )
     assert len(ds) == 1_014
     sampler = TokenBudgetBatchSampler(ds.lengths, max_tokens=1024, seed=0)
     loader = DataLoader(ds, batch_sampler=sampler, collate_fn=collate)
     batches = list(loader)
     assert len(batches) == len(sampler)
     assert sum(b.num_tgt_tokens for b in batches) == sum(len(t) + 1 for _, t in ds)
-    assert all(b.src.shape[0] * max(b.src.shape[1], b.tgt_out.shape[1]) <= 1024 for b in batches)
+    assert all(
+        b.src.shape[0] * max(b.src.shape[1], b.tgt_out.shape[1]) <= 1024
+        for b in batches
+    )
     assert all((b.tgt_in[:, 0] == BOS_ID).all() for b in batches)
-    first = next(iter(DataLoader(ds, batch_sampler=TokenBudgetBatchSampler(ds.lengths, 1024, shuffle=False),
-                                 collate_fn=collate)))
-    assert tok.decode(first.tgt_out[0]) in {en for _, en in load_multi30k("val", root=course_data)}
+    first = next(
+        iter(
+            DataLoader(
+                ds,
+                batch_sampler=TokenBudgetBatchSampler(ds.lengths, 1024, shuffle=False),
+                collate_fn=collate,
+            )
+        )
+    )
+    assert tok.decode(first.tgt_out[0]) in {
+        en for _, en in load_multi30k("val", root=course_data)
+    }

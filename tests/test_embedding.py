@@ -1,4 +1,5 @@
 """Tests for `transformer.embedding`: the sinusoidal table, the scaled token embedding, the module."""
+
 import math
 
 import pytest
@@ -6,9 +7,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
+from transformer.embedding import (
+    PositionalEncoding,
+    TokenEmbedding,
+    sinusoidal_positional_encoding,
+)
 
-FLOAT32_ROUNDING = 2**-25 + 1e-12  # the largest rounding error of a float32 value in [-1, 1]
+FLOAT32_ROUNDING = (
+    2**-25 + 1e-12
+)  # the largest rounding error of a float32 value in [-1, 1]
 
 
 def reference_table(max_len: int, d_model: int) -> torch.Tensor:
@@ -49,7 +56,9 @@ even_widths = st.integers(1, 40).map(lambda n: 2 * n)
 def test_table_matches_float64_formula_to_float32_rounding(max_len, d_model):
     ours = sinusoidal_positional_encoding(max_len, d_model)
     assert ours.shape == (max_len, d_model) and ours.dtype == torch.float32
-    torch.testing.assert_close(ours.double(), reference_table(max_len, d_model), rtol=0, atol=FLOAT32_ROUNDING)
+    torch.testing.assert_close(
+        ours.double(), reference_table(max_len, d_model), rtol=0, atol=FLOAT32_ROUNDING
+    )
 
 
 def test_table_stays_exact_at_long_positions():
@@ -61,7 +70,9 @@ def test_table_stays_exact_at_long_positions():
 
 @pytest.mark.parametrize("d_model", [1, 7, 513, 0, -4])
 def test_odd_or_nonpositive_d_model_is_rejected_with_a_clear_error(d_model):
-    with pytest.raises(ValueError, match=f"d_model={d_model} must be a positive even number"):
+    with pytest.raises(
+        ValueError, match=f"d_model={d_model} must be a positive even number"
+    ):
         sinusoidal_positional_encoding(10, d_model)
 
 
@@ -78,7 +89,10 @@ def test_every_row_has_norm_sqrt_half_d(d_model):
 
 
 def test_longer_table_starts_with_the_shorter_one_bit_for_bit():
-    assert torch.equal(sinusoidal_positional_encoding(3000, 32)[:70], sinusoidal_positional_encoding(70, 32))
+    assert torch.equal(
+        sinusoidal_positional_encoding(3000, 32)[:70],
+        sinusoidal_positional_encoding(70, 32),
+    )
 
 
 def test_no_two_positions_share_an_encoding():
@@ -93,7 +107,9 @@ def test_dot_product_depends_only_on_the_distance_between_positions():
     dots = pe @ pe.T  # (100, 100)
     for k in range(100):
         diagonal = torch.diagonal(dots, offset=k)
-        torch.testing.assert_close(diagonal, torch.full_like(diagonal, diagonal[0].item()))
+        torch.testing.assert_close(
+            diagonal, torch.full_like(diagonal, diagonal[0].item())
+        )
     torch.testing.assert_close(dots, dots.T)
 
 
@@ -102,21 +118,34 @@ def test_dot_product_depends_only_on_the_distance_between_positions():
 def test_shift_by_k_is_a_block_rotation_independent_of_position(d_model, pos, k):
     if pos + k < 0:
         k = -pos
-    torch.testing.assert_close(shift_matrix(k, d_model) @ reference_row(pos, d_model),
-                               reference_row(pos + k, d_model), rtol=0, atol=1e-9)
+    torch.testing.assert_close(
+        shift_matrix(k, d_model) @ reference_row(pos, d_model),
+        reference_row(pos + k, d_model),
+        rtol=0,
+        atol=1e-9,
+    )
 
 
 def test_shift_matrix_applies_to_the_float32_table_within_rounding():
     pe = sinusoidal_positional_encoding(200, 64).double()
-    torch.testing.assert_close(pe[13:], pe[:-13] @ shift_matrix(13, 64).T, rtol=0, atol=1e-6)
+    torch.testing.assert_close(
+        pe[13:], pe[:-13] @ shift_matrix(13, 64).T, rtol=0, atol=1e-6
+    )
 
 
 def test_the_notes_single_frequency_identity_fails_beyond_the_first_pair():
     """sin(pos+k) = sin(pos)cos(k) + cos(pos)sin(k) uses angle k in every pair: right only for omega_0 = 1."""
     d_model, pos, k = 16, 10, 5
     c, s = math.cos(k), math.sin(k)
-    notes = torch.block_diag(*[torch.tensor([[c, s], [-s, c]], dtype=torch.float64)] * (d_model // 2))
-    err = (notes @ reference_row(pos, d_model) - reference_row(pos + k, d_model)).abs().view(-1, 2).amax(1)
+    notes = torch.block_diag(
+        *[torch.tensor([[c, s], [-s, c]], dtype=torch.float64)] * (d_model // 2)
+    )
+    err = (
+        (notes @ reference_row(pos, d_model) - reference_row(pos + k, d_model))
+        .abs()
+        .view(-1, 2)
+        .amax(1)
+    )
     assert err[0] < 1e-12 and err[1:].min() > 1e-2
 
 
@@ -160,7 +189,9 @@ def test_feeding_in_pieces_with_offsets_equals_feeding_whole(L, cut):
     cut = min(cut, L)
     module = PositionalEncoding(8, max_len=20)
     x = torch.randn(2, L, 8)
-    pieces = [module(x[:, :cut], offset=0)] + [module(x[:, t:t + 1], offset=t) for t in range(cut, L)]
+    pieces = [module(x[:, :cut], offset=0)] + [
+        module(x[:, t : t + 1], offset=t) for t in range(cut, L)
+    ]
     assert torch.equal(torch.cat(pieces, dim=1), module(x))
 
 
@@ -178,5 +209,7 @@ def test_positional_encoding_rejects_positions_past_max_len_and_negative_offsets
 def test_table_is_a_buffer_that_follows_dtype_but_is_not_checkpointed():
     module = PositionalEncoding(8, max_len=10)
     assert "pe" not in module.state_dict()
-    PositionalEncoding(8, max_len=1000).load_state_dict(module.state_dict())  # a longer table loads the same checkpoint
+    PositionalEncoding(8, max_len=1000).load_state_dict(
+        module.state_dict()
+    )  # a longer table loads the same checkpoint
     assert module.to(torch.float64).pe.dtype == torch.float64

@@ -1,4 +1,5 @@
 """Evaluation: sacreBLEU wrappers with signatures, several references, and grouping Tatoeba's references."""
+
 import pytest
 import sacrebleu
 
@@ -8,22 +9,37 @@ from transformer.config import DataConfig
 
 
 def test_corpus_bleu_is_sacrebleu_with_its_signature_cased_and_13a_by_default():
-    hyps, refs = ["A dog runs in the park .", "Two men talk"], ["A dog runs through the park .", "Two men are talking"]
+    hyps, refs = (
+        ["A dog runs in the park .", "Two men talk"],
+        ["A dog runs through the park .", "Two men are talking"],
+    )
     s = corpus_bleu(hyps, refs)
     assert s.score == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
-    assert s.signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert s.signature.startswith(
+        "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
+    )
     lower = corpus_bleu([h.lower() for h in hyps], refs, lowercase=True)
     assert lower.metric == "BLEU, lowercased" and "case:lc" in lower.signature
-    assert lower.score == pytest.approx(s.score)  # lowercasing the hypotheses changes nothing once case is ignored
-    assert corpus_chrf(hyps, refs).signature.startswith("nrefs:1|case:mixed|eff:yes|nc:6|nw:0")
+    assert lower.score == pytest.approx(
+        s.score
+    )  # lowercasing the hypotheses changes nothing once case is ignored
+    assert corpus_chrf(hyps, refs).signature.startswith(
+        "nrefs:1|case:mixed|eff:yes|nc:6|nw:0"
+    )
 
 
 def test_several_references_per_sentence_become_streams_with_none_for_missing_ones():
     hyps = ["您好！", "谢谢你。"]
     refs = [["你好。", "您好！"], ["谢谢。"]]
     multi = corpus_bleu(hyps, refs, tokenize="zh")
-    expected = sacrebleu.corpus_bleu(hyps, [["你好。", "谢谢。"], ["您好！", None]], tokenize="zh")
-    assert multi.score == pytest.approx(expected.score) and "nrefs:var" in multi.signature and "tok:zh" in multi.signature
+    expected = sacrebleu.corpus_bleu(
+        hyps, [["你好。", "谢谢。"], ["您好！", None]], tokenize="zh"
+    )
+    assert (
+        multi.score == pytest.approx(expected.score)
+        and "nrefs:var" in multi.signature
+        and "tok:zh" in multi.signature
+    )
     assert multi.score > corpus_bleu(hyps, [r[0] for r in refs], tokenize="zh").score
 
 
@@ -35,12 +51,22 @@ def test_misaligned_or_empty_references_are_refused_with_a_message():
 
 
 def test_group_references_keeps_first_seen_order_and_drops_duplicate_targets():
-    pairs = [("Hi.", "你好。"), ("Bye.", "再见。"), ("Hi.", "您好。"), ("Hi.", "你好。")]
-    assert group_references(pairs) == (["Hi.", "Bye."], [["你好。", "您好。"], ["再见。"]])
+    pairs = [
+        ("Hi.", "你好。"),
+        ("Bye.", "再见。"),
+        ("Hi.", "您好。"),
+        ("Hi.", "你好。"),
+    ]
+    assert group_references(pairs) == (
+        ["Hi.", "Bye."],
+        [["你好。", "您好。"], ["再见。"]],
+    )
 
 
 def test_tatoeba_test_split_groups_into_unique_english_sentences(course_data):
-    data = DataConfig(corpus="tatoeba", src_lang="en", tgt_lang="zh", data_dir=str(course_data))
+    data = DataConfig(
+        corpus="tatoeba", src_lang="en", tgt_lang="zh", data_dir=str(course_data)
+    )
     pairs = split_pairs_for(data, "test")
     sources, refs = group_references(pairs)
     assert len(sources) == len({s for s, _ in pairs}) < len(pairs)

@@ -7,6 +7,7 @@ the CPU, instead of in the GPU machine's few minutes. Imports inside a function 
 the figures, ONNX) may instead be an optional dependency in pyproject.toml; an import in an `except ImportError`
 branch is a fallback (tomli for Python 3.10) and is not needed where the first choice exists.
 """
+
 import ast
 import importlib.metadata
 import importlib.util
@@ -17,7 +18,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "transformer"
@@ -34,22 +34,29 @@ def load_tool(name: str):
 WHEELS = load_tool("gpu_wheels")
 IMAGE = WHEELS.image_packages()
 CARRIED = {WHEELS.normal(n) for n in WHEELS.WHEELS}
-DISTRIBUTIONS = importlib.metadata.packages_distributions()  # top-level module -> the distributions providing it
+DISTRIBUTIONS = (
+    importlib.metadata.packages_distributions()
+)  # top-level module -> the distributions providing it
 
 
 def _fallback(node: ast.AST, parents: dict) -> bool:
     """True when `node` sits in an `except ImportError` (or ModuleNotFoundError) handler."""
     while node in parents:
         node = parents[node]
-        if isinstance(node, ast.ExceptHandler) and isinstance(node.type, ast.Name) and node.type.id in (
-                "ImportError", "ModuleNotFoundError"):
+        if (
+            isinstance(node, ast.ExceptHandler)
+            and isinstance(node.type, ast.Name)
+            and node.type.id in ("ImportError", "ModuleNotFoundError")
+        ):
             return True
     return False
 
 
 def imports(tree: ast.AST, where: str) -> list[tuple[str, bool, str]]:
     """(top-level module, inside a function?, where) of every absolute import that is not a fallback."""
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    parents = {
+        child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)
+    }
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -63,13 +70,21 @@ def imports(tree: ast.AST, where: str) -> list[tuple[str, bool, str]]:
         in_function, up = False, node
         while up in parents:
             up = parents[up]
-            in_function = in_function or isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef))
-        found += [(n.split(".")[0], in_function, f"{where}:{node.lineno}") for n in names]
+            in_function = in_function or isinstance(
+                up, (ast.FunctionDef, ast.AsyncFunctionDef)
+            )
+        found += [
+            (n.split(".")[0], in_function, f"{where}:{node.lineno}") for n in names
+        ]
     return found
 
 
 def third_party(found, local=()) -> list[tuple[str, bool, str]]:
-    return [f for f in found if f[0] not in sys.stdlib_module_names and f[0] not in ("transformer", *local)]
+    return [
+        f
+        for f in found
+        if f[0] not in sys.stdlib_module_names and f[0] not in ("transformer", *local)
+    ]
 
 
 def distribution(module: str, where: str) -> str:
@@ -81,13 +96,20 @@ def distribution(module: str, where: str) -> str:
 def check_script_python() -> list[tuple[ast.AST, str]]:
     """The Python the check runs: its heredocs, and the bench scripts it starts (with their local modules)."""
     text = CHECK.read_text()
-    trees = [(ast.parse(block), f"gpu_check.sh heredoc {i}")
-             for i, block in enumerate(re.findall(r"<<'EOF'\n(.*?)\nEOF\n", text, re.S))]
+    trees = [
+        (ast.parse(block), f"gpu_check.sh heredoc {i}")
+        for i, block in enumerate(re.findall(r"<<'EOF'\n(.*?)\nEOF\n", text, re.S))
+    ]
     benches = sorted(set(re.findall(r"bench/(\w+)\.py", text)))
     assert benches, "the check starts no bench script: read them another way"
-    for name in benches + [p.stem for p in (ROOT / "bench").glob("*.py") if p.stem not in benches]:
+    for name in benches + [
+        p.stem for p in (ROOT / "bench").glob("*.py") if p.stem not in benches
+    ]:
         path = ROOT / "bench" / f"{name}.py"
-        if name in benches or any(f"import {name}" in (ROOT / "bench" / f"{b}.py").read_text() for b in benches):
+        if name in benches or any(
+            f"import {name}" in (ROOT / "bench" / f"{b}.py").read_text()
+            for b in benches
+        ):
             trees.append((ast.parse(path.read_text()), f"bench/{name}.py"))
     return trees
 
@@ -101,37 +123,87 @@ def test_the_image_list_is_dated_and_lists_the_image_s_packages():
 def test_what_importing_the_package_needs_is_in_the_gpu_image_or_carried_as_a_wheel():
     found = []
     for path in sorted(PACKAGE.glob("*.py")):
-        found += [f for f in third_party(imports(ast.parse(path.read_text()), path.name)) if not f[1]]
-    missing = {f"{m} ({where})" for m, _, where in found if distribution(m, where) not in IMAGE | CARRIED}
-    assert not missing, (f"the GPU image lacks {sorted(missing)}: add the distribution to WHEELS in "
-                         "tools/gpu_wheels.py (and check that its requirements are met)")
-    assert {distribution(m, w) for m, _, w in found} >= {"pydantic", "torch", "safetensors"}  # the scan sees imports
+        found += [
+            f
+            for f in third_party(imports(ast.parse(path.read_text()), path.name))
+            if not f[1]
+        ]
+    missing = {
+        f"{m} ({where})"
+        for m, _, where in found
+        if distribution(m, where) not in IMAGE | CARRIED
+    }
+    assert not missing, (
+        f"the GPU image lacks {sorted(missing)}: add the distribution to WHEELS in "
+        "tools/gpu_wheels.py (and check that its requirements are met)"
+    )
+    assert {distribution(m, w) for m, _, w in found} >= {
+        "pydantic",
+        "torch",
+        "safetensors",
+    }  # the scan sees imports
 
 
 def test_what_the_gpu_check_and_its_benches_import_is_in_the_image_or_carried():
     found = []
     for tree, where in check_script_python():
-        found += third_party(imports(tree, where), local=[p.stem for p in (ROOT / "bench").glob("*.py")])
-    missing = {f"{m} ({where})" for m, _, where in found if distribution(m, where) not in IMAGE | CARRIED}
-    assert not missing, f"the GPU image lacks {sorted(missing)}: carry it (tools/gpu_wheels.py) or do without"
+        found += third_party(
+            imports(tree, where), local=[p.stem for p in (ROOT / "bench").glob("*.py")]
+        )
+    missing = {
+        f"{m} ({where})"
+        for m, _, where in found
+        if distribution(m, where) not in IMAGE | CARRIED
+    }
+    assert not missing, (
+        f"the GPU image lacks {sorted(missing)}: carry it (tools/gpu_wheels.py) or do without"
+    )
     assert any(m == "torch" for m, _, _ in found)
 
 
 def test_an_import_inside_a_package_function_is_in_the_image_carried_or_an_optional_extra():
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    optional = {WHEELS.normal(re.split(r"[\s<>=!~;\[]", spec)[0]) for specs in extras.values() for spec in specs}
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    optional = {
+        WHEELS.normal(re.split(r"[\s<>=!~;\[]", spec)[0])
+        for specs in extras.values()
+        for spec in specs
+    }
     found = []
     for path in sorted(PACKAGE.glob("*.py")):
-        found += [f for f in third_party(imports(ast.parse(path.read_text()), path.name)) if f[1]]
-    missing = {f"{m} ({where})" for m, _, where in found if distribution(m, where) not in IMAGE | CARRIED | optional}
+        found += [
+            f
+            for f in third_party(imports(ast.parse(path.read_text()), path.name))
+            if f[1]
+        ]
+    missing = {
+        f"{m} ({where})"
+        for m, _, where in found
+        if distribution(m, where) not in IMAGE | CARRIED | optional
+    }
     assert not missing, missing
 
 
-def test_the_check_stops_in_its_first_step_with_one_line_when_no_cuda_device_is_visible(tmp_path):
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHON": sys.executable, "OUT": str(tmp_path)}
-    result = subprocess.run(["bash", str(CHECK)], capture_output=True, text=True, env=env, timeout=300)
+def test_the_check_stops_in_its_first_step_with_one_line_when_no_cuda_device_is_visible(
+    tmp_path,
+):
+    env = {
+        **os.environ,
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHON": sys.executable,
+        "OUT": str(tmp_path),
+    }
+    result = subprocess.run(
+        ["bash", str(CHECK)], capture_output=True, text=True, env=env, timeout=300
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "Traceback" not in output and output.count("FAIL") == 1, output
-    assert output.splitlines()[0].startswith("torch ") and "GPU none" in output.splitlines()[0], output
-    assert "FAIL: no CUDA device is visible" in output and "===" not in output, output  # no step began
+    assert (
+        output.splitlines()[0].startswith("torch ")
+        and "GPU none" in output.splitlines()[0]
+    ), output
+    assert "FAIL: no CUDA device is visible" in output and "===" not in output, (
+        output
+    )  # no step began

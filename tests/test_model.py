@@ -1,4 +1,5 @@
 """Properties of the assembled model (notebooks/08_transformer.ipynb): config, masks built from pad_id, tying, learning."""
+
 import json
 import math
 
@@ -21,11 +22,21 @@ def configs(draw, **overrides):
     share = draw(st.booleans())
     V_src = draw(st.integers(4, 40))
     V_tgt = V_src if share else draw(st.integers(4, 40))
-    fields = dict(src_vocab_size=V_src, tgt_vocab_size=V_tgt, d_model=D, num_heads=h,
-                  num_encoder_layers=draw(st.integers(1, 2)), num_decoder_layers=draw(st.integers(1, 2)),
-                  d_ff=draw(st.integers(1, 32)), dropout=draw(st.sampled_from([0.0, 0.1])), max_len=16,
-                  pad_id=draw(st.integers(0, 3)), norm_first=draw(st.booleans()),
-                  tie_target_embeddings=draw(st.booleans()), share_embeddings=share)
+    fields = dict(
+        src_vocab_size=V_src,
+        tgt_vocab_size=V_tgt,
+        d_model=D,
+        num_heads=h,
+        num_encoder_layers=draw(st.integers(1, 2)),
+        num_decoder_layers=draw(st.integers(1, 2)),
+        d_ff=draw(st.integers(1, 32)),
+        dropout=draw(st.sampled_from([0.0, 0.1])),
+        max_len=16,
+        pad_id=draw(st.integers(0, 3)),
+        norm_first=draw(st.booleans()),
+        tie_target_embeddings=draw(st.booleans()),
+        share_embeddings=share,
+    )
     fields.update(overrides)
     return TransformerConfig(**fields)
 
@@ -39,12 +50,22 @@ def random_ids(B, L, vocab_size, pad_id, lengths, generator):
 
 
 def tiny(**overrides) -> TransformerConfig:
-    fields = dict(src_vocab_size=11, tgt_vocab_size=13, d_model=16, num_heads=2, num_encoder_layers=2,
-                  num_decoder_layers=2, d_ff=32, dropout=0.1, max_len=32)
+    fields = dict(
+        src_vocab_size=11,
+        tgt_vocab_size=13,
+        d_model=16,
+        num_heads=2,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=32,
+        dropout=0.1,
+        max_len=32,
+    )
     return TransformerConfig(**{**fields, **overrides})
 
 
 # --- configuration ----------------------------------------------------------------------------------
+
 
 @settings(max_examples=50, deadline=None)
 @given(config=configs())
@@ -63,18 +84,21 @@ def test_config_from_dict_rejects_unknown_keys_and_names_them():
         TransformerConfig.from_json(json.dumps(d))
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (dict(num_heads=3), "divisible by num_heads"),
-    (dict(d_model=6, num_heads=2), "ok"),  # valid: control case
-    (dict(d_model=14, num_heads=7), "ok"),
-    (dict(d_model=9, num_heads=3), "odd"),
-    (dict(pad_id=11), "pad_id=11"),
-    (dict(pad_id=-1), "pad_id=-1"),
-    (dict(dropout=1.0), "dropout"),
-    (dict(d_model=0), "d_model=0"),
-    (dict(num_decoder_layers=0), "num_decoder_layers=0"),
-    (dict(share_embeddings=True), "shared vocabulary"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(num_heads=3), "divisible by num_heads"),
+        (dict(d_model=6, num_heads=2), "ok"),  # valid: control case
+        (dict(d_model=14, num_heads=7), "ok"),
+        (dict(d_model=9, num_heads=3), "odd"),
+        (dict(pad_id=11), "pad_id=11"),
+        (dict(pad_id=-1), "pad_id=-1"),
+        (dict(dropout=1.0), "dropout"),
+        (dict(d_model=0), "d_model=0"),
+        (dict(num_decoder_layers=0), "num_decoder_layers=0"),
+        (dict(share_embeddings=True), "shared vocabulary"),
+    ],
+)
 def test_config_rejects_inconsistent_values_with_a_message(overrides, message):
     if message == "ok":
         tiny(**overrides)
@@ -85,8 +109,15 @@ def test_config_rejects_inconsistent_values_with_a_message(overrides, message):
 
 # --- shapes and masks ----------------------------------------------------------------------------------
 
+
 @settings(max_examples=30, deadline=None)
-@given(config=configs(), B=st.integers(1, 3), S=st.integers(1, 8), T=st.integers(1, 8), seed=st.integers(0, 2**16))
+@given(
+    config=configs(),
+    B=st.integers(1, 3),
+    S=st.integers(1, 8),
+    T=st.integers(1, 8),
+    seed=st.integers(0, 2**16),
+)
 def test_shapes_of_encode_decode_and_forward_over_random_configs(config, B, S, T, seed):
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -116,13 +147,22 @@ def test_target_mask_is_causal_and_hides_target_padding():
     model = Transformer(tiny())
     tgt = torch.tensor([[1, 5, 6, 0]])
     mask = model.make_tgt_mask(tgt)[0, 0]  # (T, T)
-    expected = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 0]], dtype=torch.bool)
+    expected = torch.tensor(
+        [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 0]], dtype=torch.bool
+    )
     assert torch.equal(mask, expected)
 
 
 @settings(max_examples=30, deadline=None)
-@given(config=configs(dropout=0.1), T=st.integers(2, 8), t=st.integers(0, 6), seed=st.integers(0, 2**16))
-def test_logits_up_to_t_do_not_change_when_target_tokens_after_t_change(config, T, t, seed):
+@given(
+    config=configs(dropout=0.1),
+    T=st.integers(2, 8),
+    t=st.integers(0, 6),
+    seed=st.integers(0, 2**16),
+)
+def test_logits_up_to_t_do_not_change_when_target_tokens_after_t_change(
+    config, T, t, seed
+):
     t = t % (T - 1)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -130,10 +170,12 @@ def test_logits_up_to_t_do_not_change_when_target_tokens_after_t_change(config, 
     src = random_ids(2, 5, config.src_vocab_size, config.pad_id, [5, 3], gen)
     tgt = random_ids(2, T, config.tgt_vocab_size, config.pad_id, [T, T], gen)
     changed = tgt.clone()
-    changed[:, t + 1:] = random_ids(2, T - t - 1, config.tgt_vocab_size, config.pad_id, [T, T], gen)
+    changed[:, t + 1 :] = random_ids(
+        2, T - t - 1, config.tgt_vocab_size, config.pad_id, [T, T], gen
+    )
     with torch.no_grad():
         before, after = model(src, tgt), model(src, changed)
-    torch.testing.assert_close(after[:, :t + 1], before[:, :t + 1])
+    torch.testing.assert_close(after[:, : t + 1], before[:, : t + 1])
 
 
 @settings(max_examples=30, deadline=None)
@@ -146,12 +188,16 @@ def test_appending_padding_to_the_source_changes_no_logit(config, extra, seed):
     tgt = random_ids(3, 5, config.tgt_vocab_size, config.pad_id, [5, 5, 2], gen)
     longer = torch.cat([src, torch.full((3, extra), config.pad_id)], dim=1)
     with torch.no_grad():
-        torch.testing.assert_close(model(longer, tgt), model(src, tgt), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            model(longer, tgt), model(src, tgt), rtol=1e-4, atol=1e-5
+        )
 
 
 @settings(max_examples=25, deadline=None)
 @given(config=configs(), extra=st.integers(1, 5), seed=st.integers(0, 2**16))
-def test_appending_padding_to_the_target_changes_no_logit_at_the_real_positions(config, extra, seed):
+def test_appending_padding_to_the_target_changes_no_logit_at_the_real_positions(
+    config, extra, seed
+):
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = Transformer(config).eval()
@@ -159,10 +205,13 @@ def test_appending_padding_to_the_target_changes_no_logit_at_the_real_positions(
     tgt = random_ids(2, 4, config.tgt_vocab_size, config.pad_id, [4, 4], gen)
     longer = torch.cat([tgt, torch.full((2, extra), config.pad_id)], dim=1)
     with torch.no_grad():
-        torch.testing.assert_close(model(src, longer)[:, :4], model(src, tgt), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            model(src, longer)[:, :4], model(src, tgt), rtol=1e-4, atol=1e-5
+        )
 
 
 # --- tying, initialisation, parameter count ----------------------------------------------------------
+
 
 def test_tied_generator_weight_is_the_target_embedding_parameter():
     model = Transformer(tiny(tie_target_embeddings=True))
@@ -180,7 +229,9 @@ def test_tied_generator_weight_is_the_target_embedding_parameter():
 def test_untied_generator_has_its_own_weight():
     model = Transformer(tiny(tie_target_embeddings=False))
     assert model.generator.weight is not model.tgt_embed.embedding.weight
-    assert model.generator.weight.data_ptr() != model.tgt_embed.embedding.weight.data_ptr()
+    assert (
+        model.generator.weight.data_ptr() != model.tgt_embed.embedding.weight.data_ptr()
+    )
 
 
 def test_shared_embeddings_use_one_module_for_source_target_and_generator():
@@ -188,7 +239,9 @@ def test_shared_embeddings_use_one_module_for_source_target_and_generator():
     assert model.src_embed is model.tgt_embed
     assert model.generator.weight is model.src_embed.embedding.weight
     counts = model.count_parameters()
-    assert counts["tgt_embed"] == 0 and counts["generator"] == 11  # only the bias is new
+    assert (
+        counts["tgt_embed"] == 0 and counts["generator"] == 11
+    )  # only the bias is new
 
 
 @settings(max_examples=30, deadline=None)
@@ -202,7 +255,9 @@ def test_count_parameters_counts_every_tensor_once(config):
 
 
 def test_paper_base_model_with_shared_37000_vocabulary_has_63_1_million_parameters():
-    base = TransformerConfig(src_vocab_size=37000, tgt_vocab_size=37000, share_embeddings=True)
+    base = TransformerConfig(
+        src_vocab_size=37000, tgt_vocab_size=37000, share_embeddings=True
+    )
     with torch.device("meta"):  # shapes only, no memory
         counts = Transformer(base).count_parameters()
     D, d_ff, V = 512, 2048, 37000
@@ -229,13 +284,16 @@ def test_a_model_rebuilt_from_json_and_state_dict_gives_the_same_logits():
     model = Transformer(tiny()).eval()
     clone = Transformer(TransformerConfig.from_json(model.config.to_json())).eval()
     clone.load_state_dict(model.state_dict())
-    assert clone.generator.weight is clone.tgt_embed.embedding.weight  # tying survives loading
+    assert (
+        clone.generator.weight is clone.tgt_embed.embedding.weight
+    )  # tying survives loading
     src, tgt = torch.tensor([[3, 4, 5, 0]]), torch.tensor([[1, 6, 7]])
     with torch.no_grad():
         torch.testing.assert_close(clone(src, tgt), model(src, tgt))
 
 
 # --- learning ---------------------------------------------------------------------------------------------
+
 
 def copy_batch(B, L, num_symbols, generator):
     """Source "x1 .. xn #", decoder input "$ x1 .. xn", labels "x1 .. xn #", padded to L + 1."""
@@ -253,14 +311,25 @@ def test_a_tiny_model_learns_to_copy():
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
     L, num_symbols = 6, 5
-    config = TransformerConfig(src_vocab_size=3 + num_symbols, tgt_vocab_size=3 + num_symbols, d_model=32,
-                               num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=64,
-                               dropout=0.0, max_len=16, share_embeddings=True)
+    config = TransformerConfig(
+        src_vocab_size=3 + num_symbols,
+        tgt_vocab_size=3 + num_symbols,
+        d_model=32,
+        num_heads=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        d_ff=64,
+        dropout=0.0,
+        max_len=16,
+        share_embeddings=True,
+    )
     model = Transformer(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98))
     for _ in range(300):
         src, tgt_in, labels = copy_batch(32, L, num_symbols, gen)
-        loss = F.cross_entropy(model(src, tgt_in).flatten(0, 1), labels.flatten(), ignore_index=PAD)
+        loss = F.cross_entropy(
+            model(src, tgt_in).flatten(0, 1), labels.flatten(), ignore_index=PAD
+        )
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -273,7 +342,9 @@ def test_a_tiny_model_learns_to_copy():
         memory = model.encode(src, src_mask)
         ys = torch.full((200, 1), BOS)
         for _ in range(labels.shape[1]):
-            logits = model.generator(model.decode(ys, memory, src_mask, model.make_tgt_mask(ys))[:, -1])
+            logits = model.generator(
+                model.decode(ys, memory, src_mask, model.make_tgt_mask(ys))[:, -1]
+            )
             ys = torch.cat([ys, logits.argmax(-1, keepdim=True)], 1)
     real = labels != PAD
     accuracy = ((ys[:, 1:] == labels) & real).sum() / real.sum()

@@ -1,6 +1,7 @@
 """Chapter 16's options of the block (transformer.modern) and chapter 17's grouped-query attention: each part
 against its definition or PyTorch's own layer, and every variant of the model kept causal, blind to padding,
 and equal with and without the decoding cache."""
+
 import math
 
 import pytest
@@ -9,13 +10,42 @@ import torch
 from transformer.decoding import greedy_decode
 from transformer.encoder import PAPER, EncoderLayer, Parts
 from transformer.model import Transformer, TransformerConfig
-from transformer.modern import ModelConfig, RMSNorm, RotaryPositions, SwiGLU, build_model, rotary_angles, rotate
+from transformer.modern import (
+    ModelConfig,
+    RMSNorm,
+    RotaryPositions,
+    SwiGLU,
+    build_model,
+    rotary_angles,
+    rotate,
+)
 from transformer.multihead import KVCache, MultiHeadAttention
 
-SMALL = dict(src_vocab_size=40, tgt_vocab_size=40, d_model=32, num_heads=4, num_encoder_layers=2,
-             num_decoder_layers=2, d_ff=64, dropout=0.0, max_len=64)
-VARIANTS = [{"norm": "rms"}, {"positions": "rotary"}, {"feed_forward": "swiglu"}, {"bias": False}, {"kv_heads": 2},
-            {"norm": "rms", "positions": "rotary", "feed_forward": "swiglu", "bias": False, "kv_heads": 1}]
+SMALL = dict(
+    src_vocab_size=40,
+    tgt_vocab_size=40,
+    d_model=32,
+    num_heads=4,
+    num_encoder_layers=2,
+    num_decoder_layers=2,
+    d_ff=64,
+    dropout=0.0,
+    max_len=64,
+)
+VARIANTS = [
+    {"norm": "rms"},
+    {"positions": "rotary"},
+    {"feed_forward": "swiglu"},
+    {"bias": False},
+    {"kv_heads": 2},
+    {
+        "norm": "rms",
+        "positions": "rotary",
+        "feed_forward": "swiglu",
+        "bias": False,
+        "kv_heads": 1,
+    },
+]
 
 
 def test_rmsnorm_is_torchs():
@@ -31,21 +61,35 @@ def test_a_rotary_score_depends_only_on_the_distance_between_query_and_key():
     d = 16
     angles = rotary_angles(48, d)
     q, k = torch.randn(d, dtype=torch.float64), torch.randn(d, dtype=torch.float64)
-    turn = lambda x: rotate(x.expand(48, d), angles.cos(), angles.sin())  # R_m x at every position m
+    turn = lambda x: rotate(
+        x.expand(48, d), angles.cos(), angles.sin()
+    )  # R_m x at every position m
     scores = turn(q) @ turn(k).T  # [m, n]: query at m, key at n
     for shift in range(-20, 21):
         diagonal = torch.diagonal(scores, shift)
         assert (diagonal.max() - diagonal.min()).item() < 1e-12, shift
-    assert (turn(q).norm(dim=-1) - q.norm()).abs().max() < 1e-12  # a rotation: lengths kept
+    assert (
+        turn(q).norm(dim=-1) - q.norm()
+    ).abs().max() < 1e-12  # a rotation: lengths kept
 
 
 def test_rotary_uses_chapter_05s_frequencies_and_the_module_matches_the_function():
     d = 8
-    theta = rotary_angles(2, d)[1]  # position 1: the angles are the frequencies themselves
-    torch.testing.assert_close(theta, torch.tensor([10000 ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64))
+    theta = rotary_angles(2, d)[
+        1
+    ]  # position 1: the angles are the frequencies themselves
+    torch.testing.assert_close(
+        theta,
+        torch.tensor(
+            [10000 ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64
+        ),
+    )
     x = torch.randn(2, 3, 5, d)
     angles = rotary_angles(20, d)[7:12]  # positions 7..11
-    torch.testing.assert_close(RotaryPositions(d, 20)(x, 7), rotate(x.double(), angles.cos(), angles.sin()).float())
+    torch.testing.assert_close(
+        RotaryPositions(d, 20)(x, 7),
+        rotate(x.double(), angles.cos(), angles.sin()).float(),
+    )
     with pytest.raises(ValueError, match="larger max_len"):
         RotaryPositions(d, 20)(x, 18)  # positions 18..22: past the table
 
@@ -73,8 +117,13 @@ def test_grouped_query_attention_is_attention_with_each_key_value_head_repeated(
         mha.W_q.load_state_dict(gqa.W_q.state_dict())
         mha.W_o.load_state_dict(gqa.W_o.state_dict())
         for name in ("W_k", "W_v"):  # kv head j serves query heads 2j and 2j + 1
-            w, b = getattr(gqa, name).weight.view(2, 8, 32), getattr(gqa, name).bias.view(2, 8)
-            getattr(mha, name).weight.copy_(w.repeat_interleave(2, dim=0).reshape(32, 32))
+            w, b = (
+                getattr(gqa, name).weight.view(2, 8, 32),
+                getattr(gqa, name).bias.view(2, 8),
+            )
+            getattr(mha, name).weight.copy_(
+                w.repeat_interleave(2, dim=0).reshape(32, 32)
+            )
             getattr(mha, name).bias.copy_(b.repeat_interleave(2, dim=0).reshape(32))
     x = torch.randn(2, 5, 32)
     torch.testing.assert_close(gqa(x, x, x), mha(x, x, x))
@@ -85,7 +134,12 @@ def test_the_cache_of_grouped_query_attention_holds_only_its_key_value_heads():
     for _ in range(3):
         x = torch.randn(2, 1, 32)
         attn(x, x, x, cache=cache)
-    assert cache.entries[attn][0].shape == (2, 1, 3, 8)  # (B, h_kv, L, D_h): a quarter of multi-head attention's
+    assert cache.entries[attn][0].shape == (
+        2,
+        1,
+        3,
+        8,
+    )  # (B, h_kv, L, D_h): a quarter of multi-head attention's
 
 
 def test_num_kv_heads_must_divide_the_heads():
@@ -97,7 +151,9 @@ def test_num_kv_heads_must_divide_the_heads():
 
 def test_chapter_08s_config_knows_only_the_papers_settings_and_the_choices_are_the_literals():
     with pytest.raises(TypeError):
-        TransformerConfig(**SMALL, norm="rms")  # chapter 16's settings live in chapter 16's config
+        TransformerConfig(
+            **SMALL, norm="rms"
+        )  # chapter 16's settings live in chapter 16's config
     with pytest.raises(ValueError, match="choose one of 'relu', 'swiglu'"):
         ModelConfig(**SMALL, feed_forward="gelu")
 
@@ -108,23 +164,49 @@ def test_the_paper_config_builds_the_very_model_of_chapter_08_draw_for_draw():
     torch.manual_seed(0)
     built = build_model(ModelConfig(**SMALL))
     assert paper.state_dict().keys() == built.state_dict().keys()
-    assert all(torch.equal(a, b) for a, b in zip(paper.state_dict().values(), built.state_dict().values()))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(paper.state_dict().values(), built.state_dict().values())
+    )
 
 
 def test_a_layer_is_made_of_the_parts_it_is_given_and_nothing_reaches_into_it_afterwards():
-    parts = ModelConfig(**SMALL, norm="rms", positions="rotary", feed_forward="swiglu", bias=False, kv_heads=2).parts()
+    parts = ModelConfig(
+        **SMALL,
+        norm="rms",
+        positions="rotary",
+        feed_forward="swiglu",
+        bias=False,
+        kv_heads=2,
+    ).parts()
     layer = EncoderLayer(32, 4, 64, parts=parts)
     assert isinstance(layer.norm1, RMSNorm) and isinstance(layer.feed_forward, SwiGLU)
-    assert isinstance(layer.self_attn.rotary, RotaryPositions) and layer.self_attn.num_kv_heads == 2
-    assert type(EncoderLayer(32, 4, 64).norm1) is torch.nn.LayerNorm and PAPER == Parts()
+    assert (
+        isinstance(layer.self_attn.rotary, RotaryPositions)
+        and layer.self_attn.num_kv_heads == 2
+    )
+    assert (
+        type(EncoderLayer(32, 4, 64).norm1) is torch.nn.LayerNorm and PAPER == Parts()
+    )
     model = build_model(ModelConfig(**SMALL, positions="rotary"))
-    rotaries = [layer.self_attn.rotary for layer in (*model.encoder.layers, *model.decoder.layers)]
-    assert all(isinstance(r, RotaryPositions) for r in rotaries) and len({id(r) for r in rotaries}) == len(rotaries)
-    assert all(layer.cross_attn.rotary is None for layer in model.decoder.layers)  # no distance from target to source
+    rotaries = [
+        layer.self_attn.rotary
+        for layer in (*model.encoder.layers, *model.decoder.layers)
+    ]
+    assert all(isinstance(r, RotaryPositions) for r in rotaries) and len(
+        {id(r) for r in rotaries}
+    ) == len(rotaries)
+    assert all(
+        layer.cross_attn.rotary is None for layer in model.decoder.layers
+    )  # no distance from target to source
 
 
-@pytest.mark.parametrize("options", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
-def test_every_variant_is_causal_blind_to_padding_and_decodes_the_same_with_the_cache(options):
+@pytest.mark.parametrize(
+    "options", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items())
+)
+def test_every_variant_is_causal_blind_to_padding_and_decodes_the_same_with_the_cache(
+    options,
+):
     torch.manual_seed(0)
     model = build_model(ModelConfig(**SMALL, **options)).double().eval()
     if options.get("bias") is False:
@@ -136,9 +218,18 @@ def test_every_variant_is_causal_blind_to_padding_and_decodes_the_same_with_the_
         out = model(src, tgt)
         changed = tgt.clone()
         changed[:, 4:] = 5  # later target tokens must not change earlier outputs
-        torch.testing.assert_close(model(src, changed)[:, :4], out[:, :4], rtol=0, atol=1e-10)
-        padded = torch.cat([src, torch.zeros(2, 3, dtype=torch.long)], dim=1)  # padding must change nothing
+        torch.testing.assert_close(
+            model(src, changed)[:, :4], out[:, :4], rtol=0, atol=1e-10
+        )
+        padded = torch.cat(
+            [src, torch.zeros(2, 3, dtype=torch.long)], dim=1
+        )  # padding must change nothing
         torch.testing.assert_close(model(padded, tgt), out, rtol=0, atol=1e-10)
-    cached, full = greedy_decode(model, src, use_cache=True), greedy_decode(model, src, use_cache=False)
+    cached, full = (
+        greedy_decode(model, src, use_cache=True),
+        greedy_decode(model, src, use_cache=False),
+    )
     assert [h.tokens for h in cached] == [h.tokens for h in full]
-    assert all(math.isclose(a.log_prob, b.log_prob, abs_tol=1e-9) for a, b in zip(cached, full))
+    assert all(
+        math.isclose(a.log_prob, b.log_prob, abs_tol=1e-9) for a, b in zip(cached, full)
+    )

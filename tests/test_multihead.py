@@ -1,4 +1,5 @@
 """`transformer.multihead`: equal to `torch.nn.MultiheadAttention`, both paths agree, the head split is right."""
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -7,11 +8,22 @@ from torch import nn
 
 import transformer
 from transformer.attention import attention
-from transformer.multihead import MultiHeadAttention, copy_weights_from_torch, merge_heads, split_heads
+from transformer.multihead import (
+    MultiHeadAttention,
+    copy_weights_from_torch,
+    merge_heads,
+    split_heads,
+)
 
 FAST = settings(max_examples=30, deadline=None)
 # B, T, S, h, D_h
-shapes = st.tuples(st.integers(1, 3), st.integers(1, 7), st.integers(1, 7), st.integers(1, 4), st.integers(1, 5))
+shapes = st.tuples(
+    st.integers(1, 3),
+    st.integers(1, 7),
+    st.integers(1, 7),
+    st.integers(1, 4),
+    st.integers(1, 5),
+)
 mask_kinds = st.sampled_from(["none", "causal", "padding", "random"])
 
 
@@ -30,7 +42,9 @@ def make_mask(kind, B, T, S, g):
     """
     if kind == "none":
         return None, {}
-    if kind == "causal":  # query t sees keys 0..t (+ S - T when S > T, as when keys include a prefix)
+    if (
+        kind == "causal"
+    ):  # query t sees keys 0..t (+ S - T when S > T, as when keys include a prefix)
         mask = torch.ones(T, S, dtype=torch.bool).tril(diagonal=max(S - T, 0))
         return mask, {"attn_mask": ~mask}
     if kind == "padding":
@@ -44,7 +58,9 @@ def make_mask(kind, B, T, S, g):
 
 @FAST
 @given(shapes, mask_kinds, st.booleans(), st.booleans(), st.integers(0, 2**16))
-def test_matches_torch_multihead_attention_on_random_shapes(shape, kind, cross, bias, seed):
+def test_matches_torch_multihead_attention_on_random_shapes(
+    shape, kind, cross, bias, seed
+):
     B, T, S, h, D_h = shape
     if not cross:
         S = T
@@ -54,10 +70,16 @@ def test_matches_torch_multihead_attention_on_random_shapes(shape, kind, cross, 
     x = torch.randn(B, T, D, generator=g)
     kv = torch.randn(B, S, D, generator=g) if cross else x
     mask, torch_kwargs = make_mask(kind, B, T, S, g)
-    if "attn_mask" in torch_kwargs and torch_kwargs["attn_mask"].dim() == 4:  # torch wants (B*h, T, S)
-        torch_kwargs["attn_mask"] = torch_kwargs["attn_mask"].expand(B, h, T, S).reshape(B * h, T, S)
+    if (
+        "attn_mask" in torch_kwargs and torch_kwargs["attn_mask"].dim() == 4
+    ):  # torch wants (B*h, T, S)
+        torch_kwargs["attn_mask"] = (
+            torch_kwargs["attn_mask"].expand(B, h, T, S).reshape(B * h, T, S)
+        )
     with torch.no_grad():
-        expected, expected_w = ref(x, kv, kv, average_attn_weights=False, **torch_kwargs)
+        expected, expected_w = ref(
+            x, kv, kv, average_attn_weights=False, **torch_kwargs
+        )
         fused = ours(x, kv, kv, mask)
         explicit = ours(x, kv, kv, mask, need_weights=True)
     assert fused.shape == (B, T, D)
@@ -79,7 +101,9 @@ def test_per_head_projections_equal_one_projection_then_split(shape, seed):
         layer(x, kv, kv, need_weights=True)
         heads = []
         for i in range(h):
-            rows = slice(i * D_h, (i + 1) * D_h)  # head i's rows of (W^Q)^T, (W^K)^T, (W^V)^T
+            rows = slice(
+                i * D_h, (i + 1) * D_h
+            )  # head i's rows of (W^Q)^T, (W^K)^T, (W^V)^T
             q = x @ layer.W_q.weight[rows].T + layer.W_q.bias[rows]  # (B, T, D_h)
             k = kv @ layer.W_k.weight[rows].T + layer.W_k.bias[rows]  # (B, S, D_h)
             v = kv @ layer.W_v.weight[rows].T + layer.W_v.bias[rows]  # (B, S, D_h)
@@ -87,7 +111,9 @@ def test_per_head_projections_equal_one_projection_then_split(shape, seed):
             torch.testing.assert_close(w_i, layer.last_weights[:, i])
             heads.append(H_i)
         concat = torch.cat(heads, dim=-1)  # (B, T, D)
-        torch.testing.assert_close(layer.W_o(concat), layer(x, kv, kv), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            layer.W_o(concat), layer(x, kv, kv), rtol=1e-4, atol=1e-5
+        )
 
 
 @FAST
@@ -97,7 +123,7 @@ def test_split_heads_gives_head_i_feature_block_i_and_merge_inverts_it(B, L, h, 
     heads = split_heads(x, h)
     assert heads.shape == (B, h, L, D_h)
     for i in range(h):
-        assert torch.equal(heads[:, i], x[..., i * D_h:(i + 1) * D_h])
+        assert torch.equal(heads[:, i], x[..., i * D_h : (i + 1) * D_h])
     assert torch.equal(merge_heads(heads), x)
 
 
@@ -107,7 +133,9 @@ def test_fused_and_explicit_paths_agree_with_dropout_off():
     x, kv = torch.randn(2, 4, 12), torch.randn(2, 6, 12)
     mask = torch.rand(2, 1, 4, 6) > 0.3
     with torch.no_grad():
-        torch.testing.assert_close(layer(x, kv, kv, mask), layer(x, kv, kv, mask, need_weights=True))
+        torch.testing.assert_close(
+            layer(x, kv, kv, mask), layer(x, kv, kv, mask, need_weights=True)
+        )
         assert torch.equal(layer(x, kv, kv, mask), layer(x, kv, kv, mask))
 
 
@@ -117,7 +145,9 @@ def test_dropout_changes_outputs_only_in_training_mode():
     x = torch.randn(2, 5, 8)
     layer.train()
     assert not torch.equal(layer(x, x, x), layer(x, x, x))
-    assert not torch.equal(layer(x, x, x, need_weights=True), layer(x, x, x, need_weights=True))
+    assert not torch.equal(
+        layer(x, x, x, need_weights=True), layer(x, x, x, need_weights=True)
+    )
     layer.eval()
     assert torch.equal(layer(x, x, x), layer(x, x, x))
 
@@ -144,12 +174,20 @@ def test_gradcheck_in_float64_with_a_padding_mask(need_weights):
     k = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
     v = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[True] * 5, [True] * 2 + [False] * 3])[:, None, None, :]
-    assert torch.autograd.gradcheck(lambda q, k, v: layer(q, k, v, mask, need_weights=need_weights), (q, k, v))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: layer(q, k, v, mask, need_weights=need_weights), (q, k, v)
+    )
     names = [n for n, _ in layer.named_parameters()]
     params = tuple(p.detach().clone().requires_grad_() for p in layer.parameters())
     assert torch.autograd.gradcheck(
-        lambda *ps: torch.func.functional_call(layer, dict(zip(names, ps)), (q.detach(), k.detach(), v.detach(), mask),
-                                               {"need_weights": need_weights}), params)
+        lambda *ps: torch.func.functional_call(
+            layer,
+            dict(zip(names, ps)),
+            (q.detach(), k.detach(), v.detach(), mask),
+            {"need_weights": need_weights},
+        ),
+        params,
+    )
 
 
 @pytest.mark.parametrize("need_weights", [False, True])
@@ -161,7 +199,9 @@ def test_query_with_no_allowed_key_gets_zero_attention_not_nan(need_weights):
     mask[2] = False  # query 2 may see nothing
     out = layer(x, x, x, mask, need_weights=need_weights)
     assert torch.isfinite(out).all()
-    torch.testing.assert_close(out[0, 2], layer.W_o.bias)  # zero attention output, then W^O: only the bias
+    torch.testing.assert_close(
+        out[0, 2], layer.W_o.bias
+    )  # zero attention output, then W^O: only the bias
     out.sum().backward()
     assert torch.isfinite(x.grad).all()
 

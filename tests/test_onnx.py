@@ -3,6 +3,7 @@ writes compute what the PyTorch model computes, and translate as it does.
 
 Both models are exported once, through the command line, into a temporary folder (about 10 s each).
 """
+
 import json
 
 import numpy as np
@@ -37,13 +38,18 @@ def test_export_writes_both_graphs_the_tokenizers_and_what_the_page_needs(export
     for name, (checkpoint, folder) in exported.items():
         meta = json.loads((folder / "translator.json").read_text(encoding="utf-8"))
         c = checkpoint.model.config
-        assert meta["num_layers"] == c.num_decoder_layers and meta["num_heads"] == c.num_heads
+        assert (
+            meta["num_layers"] == c.num_decoder_layers
+            and meta["num_heads"] == c.num_heads
+        )
         assert meta["weights_sha256"] == weights_sha256(checkpoint.path)
         assert (folder / "source.model").read_bytes() == checkpoint.src_tokenizer._proto
         assert (folder / "target.model").read_bytes() == checkpoint.tgt_tokenizer._proto
         # float16 initializers: the two graphs together are smaller than the float32 weights would be
         params = sum(p.numel() for p in checkpoint.model.parameters())
-        size = (folder / "encoder.onnx").stat().st_size + (folder / "decoder.onnx").stat().st_size
+        size = (folder / "encoder.onnx").stat().st_size + (
+            folder / "decoder.onnx"
+        ).stat().st_size
         assert size < 4 * params, f"{name}: {size / 1e6:.1f} MB for {params} parameters"
 
 
@@ -53,18 +59,29 @@ def test_scores_memory_and_cross_attention_match_pytorch(exported, name):
     model = checkpoint.model
     pairs = split_pairs_for(checkpoint.train_config.data, "val")[:6]
     ids = checkpoint.src_tokenizer.encode_batch([s for s, _ in pairs])
-    src = torch.full((len(ids), max(map(len, ids))), PAD_ID)  # padded: the mask must be in the graph
+    src = torch.full(
+        (len(ids), max(map(len, ids))), PAD_ID
+    )  # padded: the mask must be in the graph
     for r, x in enumerate(ids):
-        src[r, :len(x)] = torch.tensor(x)
-    tgt = torch.tensor([[BOS_ID] + (checkpoint.tgt_tokenizer.encode(t) + [5] * 7)[:7] for _, t in pairs])
+        src[r, : len(x)] = torch.tensor(x)
+    tgt = torch.tensor(
+        [
+            [BOS_ID] + (checkpoint.tgt_tokenizer.encode(t) + [5] * 7)[:7]
+            for _, t in pairs
+        ]
+    )
     with torch.no_grad(), keeping_weights(model):
         memory = model.encode(src, model.make_src_mask(src))
-        h = model.decode(tgt, memory, model.make_src_mask(src), model.make_tgt_mask(tgt))
+        h = model.decode(
+            tgt, memory, model.make_src_mask(src), model.make_tgt_mask(tgt)
+        )
         scores = model.generator(h)[:, -1]
-        cross = torch.stack([layer.cross_attn.last_weights for layer in model.decoder.layers])
+        cross = torch.stack(
+            [layer.cross_attn.last_weights for layer in model.decoder.layers]
+        )
 
     t = OnnxTranslator(folder)
-    memory_ort, = t.encoder.run(None, {"src": src.numpy()})
+    (memory_ort,) = t.encoder.run(None, {"src": src.numpy()})
     scores_ort, cross_ort = t.step(memory_ort, src.numpy(), tgt.numpy())
     assert np.abs(memory_ort - memory.numpy()).max() < 1e-4
     assert np.abs(scores_ort - scores.numpy()).max() < 1e-4
@@ -77,7 +94,12 @@ def test_scores_memory_and_cross_attention_match_pytorch(exported, name):
 @pytest.mark.parametrize("name", SHIPPED_MODELS)
 def test_greedy_translations_of_200_test_sentences_equal_pytorchs(exported, name):
     checkpoint, folder = exported[name]
-    sources = [s for s, _ in split_pairs_for(checkpoint.train_config.data, TEST_SPLIT[name])[:200]]
+    sources = [
+        s
+        for s, _ in split_pairs_for(checkpoint.train_config.data, TEST_SPLIT[name])[
+            :200
+        ]
+    ]
     ours = OnnxTranslator(folder).translate(sources)
     reference = translate(checkpoint, sources, beam_size=1)
     different = [(s, a, b) for s, a, b in zip(sources, ours, reference) if a != b]
@@ -92,13 +114,26 @@ def test_an_empty_sentence_gives_an_empty_translation_and_a_long_one_is_cut(expo
 
 
 def test_export_of_a_model_that_does_not_exist_is_one_error_line(tmp_path, capsys):
-    assert main(["export-onnx", "--model", str(tmp_path / "nothing"), "--out", str(tmp_path / "out")]) == 2
+    assert (
+        main(
+            [
+                "export-onnx",
+                "--model",
+                str(tmp_path / "nothing"),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: no model at")
     assert not (tmp_path / "out").exists()
 
 
-def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_what_pytorch_does(tmp_path):
+def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_what_pytorch_does(
+    tmp_path,
+):
     """RMSNorm, rotary positions, SwiGLU, no biases and grouped-query attention go through the same export."""
     import shutil
 
@@ -113,26 +148,51 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
     for name in ("tokenizer.model", "train_config.json"):
         shutil.copyfile(shipped / name, folder / name)
     base = json.loads((shipped / "model_config.json").read_text(encoding="utf-8"))
-    config = ModelConfig(**{**base, "d_model": 32, "num_heads": 4, "d_ff": 64, "num_encoder_layers": 2,
-                                  "num_decoder_layers": 2, "norm": "rms", "positions": "rotary",
-                                  "feed_forward": "swiglu", "bias": False, "kv_heads": 2})
+    config = ModelConfig(
+        **{
+            **base,
+            "d_model": 32,
+            "num_heads": 4,
+            "d_ff": 64,
+            "num_encoder_layers": 2,
+            "num_decoder_layers": 2,
+            "norm": "rms",
+            "positions": "rotary",
+            "feed_forward": "swiglu",
+            "bias": False,
+            "kv_heads": 2,
+        }
+    )
     torch.manual_seed(0)
     save_model(build_model(config), str(folder / "model.safetensors"))
     (folder / "model_config.json").write_text(config.to_json())
-    assert main(["export-onnx", "--model", str(folder), "--out", str(tmp_path / "onnx")]) == 0
+    assert (
+        main(["export-onnx", "--model", str(folder), "--out", str(tmp_path / "onnx")])
+        == 0
+    )
 
     checkpoint = load_checkpoint(folder)
     first = checkpoint.src_tokenizer.encode("Zwei Hunde spielen im Schnee.") + [EOS_ID]
-    second = [7, 8, 9, EOS_ID] + [PAD_ID] * (len(first) - 4)  # padded: the mask must be in the graph
+    second = [7, 8, 9, EOS_ID] + [PAD_ID] * (
+        len(first) - 4
+    )  # padded: the mask must be in the graph
     src = torch.tensor([first, second])
     tgt = torch.tensor([[BOS_ID, 11, 12, 13], [BOS_ID, 14, 15, 16]])
     with torch.no_grad():
         memory = checkpoint.model.encode(src, checkpoint.model.make_src_mask(src))
-        h = checkpoint.model.decode(tgt, memory, checkpoint.model.make_src_mask(src), checkpoint.model.make_tgt_mask(tgt))
+        h = checkpoint.model.decode(
+            tgt,
+            memory,
+            checkpoint.model.make_src_mask(src),
+            checkpoint.model.make_tgt_mask(tgt),
+        )
     t = OnnxTranslator(tmp_path / "onnx")
-    memory_ort, = t.encoder.run(None, {"src": src.numpy()})
+    (memory_ort,) = t.encoder.run(None, {"src": src.numpy()})
     scores_ort, _ = t.step(memory_ort, src.numpy(), tgt.numpy())
     assert np.abs(memory_ort - memory.numpy()).max() < 1e-4
-    assert np.abs(scores_ort - checkpoint.model.generator(h)[:, -1].detach().numpy()).max() < 1e-4
+    assert (
+        np.abs(scores_ort - checkpoint.model.generator(h)[:, -1].detach().numpy()).max()
+        < 1e-4
+    )
     sentences = ["Ein Hund läuft.", "Eine Frau liest ein Buch im Park."]
     assert t.translate(sentences) == translate(checkpoint, sentences, beam_size=1)

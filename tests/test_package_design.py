@@ -2,6 +2,7 @@
 
 Only the source is read (`ast`), nothing is imported or run: the test takes well under a second.
 """
+
 import ast
 import collections
 import re
@@ -11,19 +12,31 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "transformer"
-MODULES = {p.stem: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(PACKAGE.glob("*.py"))}
+MODULES = {
+    p.stem: ast.parse(p.read_text(encoding="utf-8"))
+    for p in sorted(PACKAGE.glob("*.py"))
+}
 LONGEST = 60  # lines of a function, its docstring not counted ("no function over about 60 lines")
 LONGEST_TRAINING_STEP = 50  # the named steps of `train` ("none over about 50 lines")
 
+
 def functions(tree: ast.Module):
-    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
 
 
 def code_lines(fn: ast.FunctionDef) -> int:
     """Lines from `def` to the last statement, minus the docstring's."""
     lines = fn.end_lineno - fn.lineno + 1
     first = fn.body[0]
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
         lines -= first.end_lineno - first.lineno + 1
     return lines
 
@@ -34,7 +47,10 @@ def course_position() -> dict[str, int]:
     order = [c["file"] for part in toc["parts"] for c in part["chapters"]]
     position = {}
     for path in PACKAGE.glob("*.py"):
-        header = re.search(r"File to edit: \.\./\.\./(notebooks/\S+)\.ipynb", path.read_text(encoding="utf-8"))
+        header = re.search(
+            r"File to edit: \.\./\.\./(notebooks/\S+)\.ipynb",
+            path.read_text(encoding="utf-8"),
+        )
         if header:
             position[path.stem] = order.index(header.group(1))
     return position
@@ -46,27 +62,47 @@ def package_imports(tree: ast.Module) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level == 1:
-                found.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
+                found.update(
+                    [node.module.split(".")[0]]
+                    if node.module
+                    else [a.name for a in node.names]
+                )
             elif node.module and node.module.startswith("transformer."):
                 found.add(node.module.split(".")[1])
             elif node.module == "transformer":
                 found.update(a.name for a in node.names)
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("transformer."))
+            found.update(
+                a.name.split(".")[1]
+                for a in node.names
+                if a.name.startswith("transformer.")
+            )
     return found & set(MODULES)
 
 
 def test_no_function_is_longer_than_about_60_lines():
-    long = {f"{m}.{fn.name}": code_lines(fn) for m, tree in MODULES.items() for fn in functions(tree)
-            if code_lines(fn) > LONGEST}
+    long = {
+        f"{m}.{fn.name}": code_lines(fn)
+        for m, tree in MODULES.items()
+        for fn in functions(tree)
+        if code_lines(fn) > LONGEST
+    }
     assert not long, f"functions over {LONGEST} lines (docstring not counted): {long}"
 
 
 def test_the_training_run_is_named_steps_of_at_most_about_50_lines():
-    long = {fn.name: code_lines(fn) for fn in functions(MODULES["train"]) if code_lines(fn) > LONGEST_TRAINING_STEP}
+    long = {
+        fn.name: code_lines(fn)
+        for fn in functions(MODULES["train"])
+        if code_lines(fn) > LONGEST_TRAINING_STEP
+    }
     assert not long, long
-    nonlocal_names = [n for n in ast.walk(MODULES["train"]) if isinstance(n, ast.Nonlocal)]
-    assert not nonlocal_names, "the run's steps share a `_Run`, not closures over `nonlocal` counters"
+    nonlocal_names = [
+        n for n in ast.walk(MODULES["train"]) if isinstance(n, ast.Nonlocal)
+    ]
+    assert not nonlocal_names, (
+        "the run's steps share a `_Run`, not closures over `nonlocal` counters"
+    )
 
 
 def test_no_two_top_level_functions_or_classes_share_a_name():
@@ -83,23 +119,40 @@ def test_no_module_imports_one_the_course_builds_later():
     chapters need (errors, atomic files, the tokenizer) is exported by the chapter that first needs it, and
     what needs the appendices (loading a shipped model, scoring a named split) is exported by them."""
     position = course_position()
-    forward = {(m, d) for m in position for d in package_imports(MODULES[m])
-               if d in position and position[d] > position[m]}
-    assert not forward, f"modules importing one the course builds later: {sorted(forward)}"
+    forward = {
+        (m, d)
+        for m in position
+        for d in package_imports(MODULES[m])
+        if d in position and position[d] > position[m]
+    }
+    assert not forward, (
+        f"modules importing one the course builds later: {sorted(forward)}"
+    )
 
 
 def test_no_module_imports_a_private_name_of_another():
     """A leading underscore means "this module's own": what another module needs is public, named once."""
-    private = sorted((m, node.module or ".", a.name) for m, tree in MODULES.items() for node in ast.walk(tree)
-                     if isinstance(node, ast.ImportFrom)
-                     and (node.level == 1 or (node.module or "").startswith("transformer"))
-                     for a in node.names if a.name.startswith("_"))
-    assert not private, f"(module, from, private name) imported across modules: {private}"
+    private = sorted(
+        (m, node.module or ".", a.name)
+        for m, tree in MODULES.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and (node.level == 1 or (node.module or "").startswith("transformer"))
+        for a in node.names
+        if a.name.startswith("_")
+    )
+    assert not private, (
+        f"(module, from, private name) imported across modules: {private}"
+    )
 
 
 def test_no_notebook_directive_leaks_into_the_package():
-    leaked = [f"{p.name}:{i}" for p in sorted(PACKAGE.glob("*.py"))
-              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if line.lstrip().startswith("#|")]
+    leaked = [
+        f"{p.name}:{i}"
+        for p in sorted(PACKAGE.glob("*.py"))
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if line.lstrip().startswith("#|")
+    ]
     assert not leaked, f"notebook directives (#| ...) in generated modules: {leaked}"
 
 
@@ -112,8 +165,13 @@ def test_tools_and_benches_use_the_package_not_each_other():
             text = path.read_text(encoding="utf-8")
             assert "sys.path" not in text, f"{folder}/{path.name} edits sys.path"
             for node in ast.walk(ast.parse(text)):
-                names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
-                         else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                names = (
+                    [node.module]
+                    if isinstance(node, ast.ImportFrom) and node.module
+                    else [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else []
+                )
                 found = {n.split(".")[0] for n in names} & (scripts - allowed)
                 assert not found, f"{folder}/{path.name} imports {found} from {folder}/"
 
@@ -122,18 +180,37 @@ def test_train_and_data_export_only_what_they_define():
     """Tools, tests, benches and notebooks import a name from the module that defines it, not via a hub."""
     for hub in ("train", "data"):
         tree = MODULES[hub]
-        defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-        exported = next(ast.literal_eval(n.value) for n in tree.body
-                        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "__all__")
+        defined = {
+            n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+        }
+        exported = next(
+            ast.literal_eval(n.value)
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            and getattr(n.targets[0], "id", "") == "__all__"
+        )
         assert set(exported) <= defined, (hub, set(exported) - defined)
-    users = [*ROOT.glob("tools/*.py"), *ROOT.glob("tests/*.py"), *ROOT.glob("bench/*.py"), *ROOT.glob("bench/*.sh"),
-             *ROOT.glob("notebooks/*.ipynb")]
-    pattern = re.compile(r"from transformer\.(train|data) import (?:\(([^)]*)\)|([\w, ]+))")
+    users = [
+        *ROOT.glob("tools/*.py"),
+        *ROOT.glob("tests/*.py"),
+        *ROOT.glob("bench/*.py"),
+        *ROOT.glob("bench/*.sh"),
+        *ROOT.glob("notebooks/*.ipynb"),
+    ]
+    pattern = re.compile(
+        r"from transformer\.(train|data) import (?:\(([^)]*)\)|([\w, ]+))"
+    )
     for path in users:
         text = path.read_text(encoding="utf-8").replace('\\n",\n    "', "\n")
         for hub, in_parentheses, on_one_line in pattern.findall(text):
             names = in_parentheses or on_one_line
             tree = MODULES[hub]
-            defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            defined = {
+                n.name
+                for n in tree.body
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+            }
             for name in (x.strip() for x in names.replace("\n", ",").split(",")):
-                assert not name or name in defined, f"{path.name} imports {name} from transformer.{hub}"
+                assert not name or name in defined, (
+                    f"{path.name} imports {name} from transformer.{hub}"
+                )

@@ -15,6 +15,7 @@ does on every submission, as its own step after the main suite:
 Skipped, saying so, without that variable, and when ATEN_CPU_CAPABILITY is already set (then the
 ordinary nbval pass of that run is the check).
 """
+
 import json
 import os
 import re
@@ -47,7 +48,9 @@ def _pytest_options() -> list[str]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     options = shlex.split(config["tool"]["pytest"]["ini_options"]["addopts"])
     kept, skip = [], False
-    for option in options:  # one notebook needs no pytest-xdist workers: drop -n N and --dist MODE
+    for option in (
+        options
+    ):  # one notebook needs no pytest-xdist workers: drop -n N and --dist MODE
         if skip:
             skip = False
         elif option in ("-n", "--numprocesses", "--dist"):
@@ -64,39 +67,60 @@ def _stored_seconds(notebook: Path) -> float:
         times = cell.get("metadata", {}).get("execution", {})
         start, end = times.get("iopub.execute_input"), times.get("shell.execute_reply")
         if start and end:
-            total += (datetime.fromisoformat(end.rstrip("Z")) - datetime.fromisoformat(start.rstrip("Z"))).total_seconds()
+            total += (
+                datetime.fromisoformat(end.rstrip("Z"))
+                - datetime.fromisoformat(start.rstrip("Z"))
+            ).total_seconds()
     return total
 
 
 # Longest first, so that the two pytest-xdist workers are not left waiting on one long re-run at the end.
-NOTEBOOKS = sorted((nb for nb in (ROOT / "notebooks").glob("*.ipynb") if _uses_torch(nb)),
-                   key=lambda nb: (-_stored_seconds(nb), nb.name))
+NOTEBOOKS = sorted(
+    (nb for nb in (ROOT / "notebooks").glob("*.ipynb") if _uses_torch(nb)),
+    key=lambda nb: (-_stored_seconds(nb), nb.name),
+)
 
 
 def _check_portable(notebook: Path) -> None:
     if os.environ.get("TRANSFORMER_PORTABILITY") != "1":
-        pytest.skip("the re-run under ATEN_CPU_CAPABILITY=default is a separate step: "
-                    "TRANSFORMER_PORTABILITY=1 pytest tests/test_portable_outputs.py (.ci/run runs it)")
+        pytest.skip(
+            "the re-run under ATEN_CPU_CAPABILITY=default is a separate step: "
+            "TRANSFORMER_PORTABILITY=1 pytest tests/test_portable_outputs.py (.ci/run runs it)"
+        )
     if os.environ.get("ATEN_CPU_CAPABILITY"):
-        pytest.skip(f"ATEN_CPU_CAPABILITY={os.environ['ATEN_CPU_CAPABILITY']} is already set: "
-                    "this run's own nbval pass is the portability check")
+        pytest.skip(
+            f"ATEN_CPU_CAPABILITY={os.environ['ATEN_CPU_CAPABILITY']} is already set: "
+            "this run's own nbval pass is the portability check"
+        )
     # `-o addopts=` keeps pyproject's addopts from being applied a second time; the explicit path
     # means testpaths plays no part: only this notebook is collected.
-    command = [sys.executable, "-m", "pytest", *_pytest_options(), "-o", "addopts=", "-q",
-               str(notebook.relative_to(ROOT))]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *_pytest_options(),
+        "-o",
+        "addopts=",
+        "-q",
+        str(notebook.relative_to(ROOT)),
+    ]
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1"}
-    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+    run = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600
+    )
     output = run.stdout + run.stderr
     assert run.returncode == 0, (
         f"{notebook.name} fails nbval under ATEN_CPU_CAPABILITY=default (exit code {run.returncode}): a stored "
         f"output depends on the CPU's float kernels. Print the claim at a tolerance instead of the raw number "
         f"(README, 'Working on a chapter'). Reproduce with `ATEN_CPU_CAPABILITY=default pytest "
-        f"{notebook.relative_to(ROOT)}`.\n{shlex.join(command)}\n...\n{output[-TAIL:]}")
+        f"{notebook.relative_to(ROOT)}`.\n{shlex.join(command)}\n...\n{output[-TAIL:]}"
+    )
 
 
 def _portability_test(notebook: Path):
     def test_outputs_survive_non_vectorised_kernels(self):
         _check_portable(notebook)
+
     return test_outputs_survive_non_vectorised_kernels
 
 
@@ -105,4 +129,8 @@ def _portability_test(notebook: Path):
 # the suite, instead of one worker taking them all while the other waits.
 for _notebook in NOTEBOOKS:
     _name = "TestPortable_" + re.sub(r"\W", "_", _notebook.stem)
-    globals()[_name] = type(_name, (), {"test_outputs_survive_non_vectorised_kernels": _portability_test(_notebook)})
+    globals()[_name] = type(
+        _name,
+        (),
+        {"test_outputs_survive_non_vectorised_kernels": _portability_test(_notebook)},
+    )

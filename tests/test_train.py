@@ -3,6 +3,7 @@
 The runs use `configs/tiny.toml` (a 1+1-layer model on 400 Multi30k pairs: seconds on a CPU), in
 float32 on the CPU, so "the same" means bitwise the same unless a tolerance is stated.
 """
+
 import dataclasses
 import math
 import os
@@ -22,8 +23,13 @@ from hypothesis import strategies as st
 from safetensors.torch import load_file
 
 import transformer.train as train_module
-from transformer.checkpoints import (checkpoint_problem, latest_checkpoint, load_checkpoint, load_training_state,
-                                     save_training_state)
+from transformer.checkpoints import (
+    checkpoint_problem,
+    latest_checkpoint,
+    load_checkpoint,
+    load_training_state,
+    save_training_state,
+)
 from transformer.config import TrainConfig
 from transformer.corpora import CorpusNotFoundError
 from transformer.errors import ConfigError
@@ -31,7 +37,11 @@ from transformer.data import collate
 from transformer.loss import label_smoothed_loss, smoothed_targets
 from transformer.metrics import read_metrics
 from transformer.model import Transformer, TransformerConfig
-from transformer.schedule import InverseSqrtSchedule, LinearDecaySchedule, inverse_sqrt_lr
+from transformer.schedule import (
+    InverseSqrtSchedule,
+    LinearDecaySchedule,
+    inverse_sqrt_lr,
+)
 from transformer.train import NonFiniteLossError, train, train_step
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +51,12 @@ TINY = ROOT / "configs" / "tiny.toml"
 def tiny(tmp_path: Path, name: str = "run", **changes) -> TrainConfig:
     """configs/tiny.toml on the CPU, quiet, writing under tmp_path; `optim__epochs=3` sets optim.epochs."""
     config = TrainConfig.from_toml(TINY)
-    config.out_dir, config.device, config.progress, config.tensorboard = str(tmp_path / name), "cpu", False, False
+    config.out_dir, config.device, config.progress, config.tensorboard = (
+        str(tmp_path / name),
+        "cpu",
+        False,
+        False,
+    )
     for key, value in changes.items():
         section, _, field = key.rpartition("__")
         target = getattr(config, section) if section else config
@@ -54,14 +69,25 @@ def tiny(tmp_path: Path, name: str = "run", **changes) -> TrainConfig:
 
 
 def weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    return load_file(str(latest_checkpoint(Path(run_dir) / "checkpoints") / "model.safetensors"))
+    return load_file(
+        str(latest_checkpoint(Path(run_dir) / "checkpoints") / "model.safetensors")
+    )
 
 
 # ---------------------------------------------------------------- the loss and the schedule
 
+
 @settings(max_examples=30, deadline=None)
-@given(B=st.integers(1, 3), T=st.integers(1, 5), V=st.integers(5, 12), eps=st.floats(0.0, 0.5), seed=st.integers(0, 999))
-def test_label_smoothed_loss_equals_cross_entropy_against_the_explicit_smoothed_targets(B, T, V, eps, seed):
+@given(
+    B=st.integers(1, 3),
+    T=st.integers(1, 5),
+    V=st.integers(5, 12),
+    eps=st.floats(0.0, 0.5),
+    seed=st.integers(0, 999),
+)
+def test_label_smoothed_loss_equals_cross_entropy_against_the_explicit_smoothed_targets(
+    B, T, V, eps, seed
+):
     g = torch.Generator().manual_seed(seed)
     logits = torch.randn(B, T, V, generator=g, dtype=torch.float64)
     target = torch.randint(0, V, (B, T), generator=g)  # some targets are padding (id 0)
@@ -70,8 +96,14 @@ def test_label_smoothed_loss_equals_cross_entropy_against_the_explicit_smoothed_
     expected = -(q * torch.log_softmax(logits.reshape(-1, V), -1)).sum()
     torch.testing.assert_close(loss.double(), expected, rtol=1e-6, atol=1e-9)
     assert n.item() == (target != 0).sum().item()
-    torch.testing.assert_close(nll.double(), F.cross_entropy(logits.reshape(-1, V), target.reshape(-1),
-                                                             ignore_index=0, reduction="sum"), rtol=1e-6, atol=1e-9)
+    torch.testing.assert_close(
+        nll.double(),
+        F.cross_entropy(
+            logits.reshape(-1, V), target.reshape(-1), ignore_index=0, reduction="sum"
+        ),
+        rtol=1e-6,
+        atol=1e-9,
+    )
 
 
 def test_smoothed_targets_are_distributions_that_never_put_mass_on_padding():
@@ -94,9 +126,11 @@ def test_schedule_rises_linearly_peaks_at_warmup_then_decays_as_inverse_sqrt():
     D, W = 512, 4000
     lr = [inverse_sqrt_lr(s, D, W) for s in range(1, 3 * W)]
     assert max(range(len(lr)), key=lr.__getitem__) + 1 == W
-    assert lr[W - 1] == pytest.approx(D ** -0.5 * W ** -0.5)
+    assert lr[W - 1] == pytest.approx(D**-0.5 * W**-0.5)
     assert lr[99] == pytest.approx(100 * lr[0])  # linear warm-up
-    assert lr[4 * W - 1 - 2 * W] == pytest.approx(lr[W - 1] * math.sqrt(W / (2 * W)))  # 1/sqrt(step) after it
+    assert lr[4 * W - 1 - 2 * W] == pytest.approx(
+        lr[W - 1] * math.sqrt(W / (2 * W))
+    )  # 1/sqrt(step) after it
     # LambdaLR multiplies base lr 1 by the schedule, counting steps taken from 0
     assert InverseSqrtSchedule(D, W)(0) == inverse_sqrt_lr(1, D, W)
 
@@ -105,49 +139,92 @@ def test_linear_schedule_shares_the_warm_up_and_peak_then_falls_in_a_line_to_alm
     D, W, total = 256, 400, 1400
     linear, paper = LinearDecaySchedule(D, W, total), InverseSqrtSchedule(D, W)
     lr = [linear(taken) for taken in range(total)]  # steps 1 .. total
-    assert lr[:W] == pytest.approx([paper(taken) for taken in range(W)])  # the same warm-up, the same peak
+    assert lr[:W] == pytest.approx(
+        [paper(taken) for taken in range(W)]
+    )  # the same warm-up, the same peak
     assert max(range(total), key=lr.__getitem__) + 1 == W
-    falls = [a - b for a, b in zip(lr[W - 1:], lr[W:])]
-    assert min(falls) == pytest.approx(max(falls)) and min(falls) > 0  # a straight line down
-    assert lr[-1] == pytest.approx(lr[W - 1] / (total - W + 1))  # the last step still moves, a little
-    assert lr[total // 2] < paper(total // 2)  # below the inverse square root on the way
+    falls = [a - b for a, b in zip(lr[W - 1 :], lr[W:])]
+    assert (
+        min(falls) == pytest.approx(max(falls)) and min(falls) > 0
+    )  # a straight line down
+    assert lr[-1] == pytest.approx(
+        lr[W - 1] / (total - W + 1)
+    )  # the last step still moves, a little
+    assert lr[total // 2] < paper(
+        total // 2
+    )  # below the inverse square root on the way
 
 
-def test_a_linear_schedule_run_ends_near_zero_and_may_not_change_its_length_on_resume(tmp_path, course_data):
-    config = tiny(tmp_path, optim__schedule="linear", optim__warmup_steps=3, optim__epochs=2)
+def test_a_linear_schedule_run_ends_near_zero_and_may_not_change_its_length_on_resume(
+    tmp_path, course_data
+):
+    config = tiny(
+        tmp_path, optim__schedule="linear", optim__warmup_steps=3, optim__epochs=2
+    )
     result = train(config)
     lrs = [r["lr"] for r in read_metrics(config.out_dir) if r["kind"] == "step"]
-    assert len(lrs) == result.step and lrs[-1] < lrs[2] / (result.step - 3)  * 1.01
-    longer = dataclasses.replace(config, optim=dataclasses.replace(config.optim, epochs=3))
-    with pytest.raises(ValueError, match=r"optim.epochs: checkpoint has 2, config has 3"):
+    assert len(lrs) == result.step and lrs[-1] < lrs[2] / (result.step - 3) * 1.01
+    longer = dataclasses.replace(
+        config, optim=dataclasses.replace(config.optim, epochs=3)
+    )
+    with pytest.raises(
+        ValueError, match=r"optim.epochs: checkpoint has 2, config has 3"
+    ):
         train(longer, resume=True)
     with pytest.raises(ValueError, match="leaves nothing to decay"):
-        train(tiny(tmp_path, "short", optim__schedule="linear", optim__warmup_steps=10_000))
-    with pytest.raises(ValueError, match=r"optim.schedule='cosine' must be one of \['inverse_sqrt', 'linear'\]"):
+        train(
+            tiny(
+                tmp_path, "short", optim__schedule="linear", optim__warmup_steps=10_000
+            )
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"optim.schedule='cosine' must be one of \['inverse_sqrt', 'linear'\]",
+    ):
         tiny(tmp_path, "other", optim__schedule="cosine")
 
 
 # ---------------------------------------------------------------- configuration
 
+
 def test_every_shipped_config_loads():
     names = sorted(p.name for p in (ROOT / "configs").glob("*.toml"))
-    assert {"tiny.toml", "multi30k-small.toml", "multi30k-base.toml", "tatoeba-en-zh-small.toml"} <= set(names)
+    assert {
+        "tiny.toml",
+        "multi30k-small.toml",
+        "multi30k-base.toml",
+        "tatoeba-en-zh-small.toml",
+    } <= set(names)
     for name in names:
         config = TrainConfig.from_toml(ROOT / "configs" / name)
         assert TrainConfig.from_json(config.to_json()) == config
 
 
-@pytest.mark.parametrize("text, message", [
-    ("learning_rate = 1.0", r"unknown setting\(s\) \['learning_rate'\] at the top level"),
-    ("[optim]\nlr = 0.1", r"unknown setting\(s\) \['lr'\] in \[optim\]; the known settings there are \[.*'lr_factor'"),
-    ("[model]\nlayers = 6", r"unknown setting 'layers' in \[model\]"),
-    ("[model]\nsrc_vocab_size = 100", r"\[model\] src_vocab_size is set from the tokenizer"),
-    ("[optim]\nepochs = 'ten'", r"optim.epochs must be int, got 'ten'"),
-    ("[data]\ncorpus = 'wmt14'", r"data.corpus='wmt14' must be one of"),
-    ("[optim]\nlabel_smoothing = 1.5", r"label_smoothing=1.5 must be in \[0, 1\)"),
-    ("name = 'x'\n[data", r"is not valid TOML"),
-])
-def test_bad_config_files_are_rejected_with_a_message_that_names_the_setting(tmp_path, text, message):
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "learning_rate = 1.0",
+            r"unknown setting\(s\) \['learning_rate'\] at the top level",
+        ),
+        (
+            "[optim]\nlr = 0.1",
+            r"unknown setting\(s\) \['lr'\] in \[optim\]; the known settings there are \[.*'lr_factor'",
+        ),
+        ("[model]\nlayers = 6", r"unknown setting 'layers' in \[model\]"),
+        (
+            "[model]\nsrc_vocab_size = 100",
+            r"\[model\] src_vocab_size is set from the tokenizer",
+        ),
+        ("[optim]\nepochs = 'ten'", r"optim.epochs must be int, got 'ten'"),
+        ("[data]\ncorpus = 'wmt14'", r"data.corpus='wmt14' must be one of"),
+        ("[optim]\nlabel_smoothing = 1.5", r"label_smoothing=1.5 must be in \[0, 1\)"),
+        ("name = 'x'\n[data", r"is not valid TOML"),
+    ],
+)
+def test_bad_config_files_are_rejected_with_a_message_that_names_the_setting(
+    tmp_path, text, message
+):
     path = tmp_path / "bad.toml"
     path.write_text(text)
     with pytest.raises(ValueError, match=message):
@@ -155,6 +232,7 @@ def test_bad_config_files_are_rejected_with_a_message_that_names_the_setting(tmp
 
 
 # ---------------------------------------------------------------- training, checkpoints, resume
+
 
 @pytest.fixture(scope="module")
 def reference_run(tmp_path_factory, course_data):
@@ -173,23 +251,42 @@ def test_tiny_trains_and_its_loss_falls(reference_run):
     assert [h["epoch"] for h in result.history] == [1, 2]
 
 
-def test_a_checkpoint_holds_weights_configs_tokenizer_and_state_and_loads_without_unpickling(reference_run, monkeypatch):
+def test_a_checkpoint_holds_weights_configs_tokenizer_and_state_and_loads_without_unpickling(
+    reference_run, monkeypatch
+):
     config, result = reference_run
     names = {p.name for p in result.checkpoint.iterdir()}
-    assert names == {"model.safetensors", "model_config.json", "train_config.json", "tokenizer.model",
-                     "training_state.json", "training_state.safetensors"}
+    assert names == {
+        "model.safetensors",
+        "model_config.json",
+        "train_config.json",
+        "tokenizer.model",
+        "training_state.json",
+        "training_state.safetensors",
+    }
 
     def refuse(*args, **kwargs):
         raise AssertionError("a checkpoint must load without pickle")
+
     for module, name in ((pickle, "load"), (pickle, "loads"), (torch, "load")):
         monkeypatch.setattr(module, name, refuse)
     ckpt = load_checkpoint(config.out_dir)
     state = load_training_state(result.checkpoint)
-    assert ckpt.path == result.checkpoint and ckpt.train_config == config and not ckpt.model.training
+    assert (
+        ckpt.path == result.checkpoint
+        and ckpt.train_config == config
+        and not ckpt.model.training
+    )
     assert state["step"] == result.step and state["epoch"] == 2 and state["batch"] == 0
-    assert set(state["optimizer"]["state"]) == set(range(len(list(ckpt.model.parameters()))))
+    assert set(state["optimizer"]["state"]) == set(
+        range(len(list(ckpt.model.parameters())))
+    )
     src = torch.tensor([ckpt.src_tokenizer.encode("Ein Hund läuft.")])
-    assert ckpt.model(src, torch.tensor([[2]])).shape == (1, 1, ckpt.tgt_tokenizer.vocab_size)
+    assert ckpt.model(src, torch.tensor([[2]])).shape == (
+        1,
+        1,
+        ckpt.tgt_tokenizer.vocab_size,
+    )
 
 
 def test_training_state_round_trips_exactly_through_json_and_safetensors(tmp_path):
@@ -198,15 +295,26 @@ def test_training_state_round_trips_exactly_through_json_and_safetensors(tmp_pat
     sched = torch.optim.lr_scheduler.LambdaLR(opt, InverseSqrtSchedule(8, 4))
     model(torch.randn(5, 3)).sum().backward()
     opt.step(), sched.step()
-    state = {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": [{"cpu": torch.get_rng_state()}],
-             "best": math.inf, "pair": (1, "a")}
+    state = {
+        "optimizer": opt.state_dict(),
+        "scheduler": sched.state_dict(),
+        "rng": [{"cpu": torch.get_rng_state()}],
+        "best": math.inf,
+        "pair": (1, "a"),
+    }
     save_training_state(state, tmp_path)
     back = load_training_state(tmp_path)
-    assert back["optimizer"]["param_groups"] == state["optimizer"]["param_groups"]  # betas stay a tuple
+    assert (
+        back["optimizer"]["param_groups"] == state["optimizer"]["param_groups"]
+    )  # betas stay a tuple
     for i, s in state["optimizer"]["state"].items():
         for k, v in s.items():
             assert torch.equal(back["optimizer"]["state"][i][k], v)
-    assert back["scheduler"] == state["scheduler"] and back["pair"] == (1, "a") and back["best"] == math.inf
+    assert (
+        back["scheduler"] == state["scheduler"]
+        and back["pair"] == (1, "a")
+        and back["best"] == math.inf
+    )
     assert torch.equal(back["rng"][0]["cpu"], state["rng"][0]["cpu"])
 
 
@@ -215,10 +323,13 @@ class Killed(Exception):
 
 
 def test_a_run_killed_mid_epoch_and_resumed_ends_with_exactly_the_weights_of_an_uninterrupted_run(
-        reference_run, tmp_path, monkeypatch):
+    reference_run, tmp_path, monkeypatch
+):
     config, result = reference_run
     total = result.step
-    kill_at = total * 3 // 4 + 1  # in the second epoch, between two checkpoints (every 5 steps)
+    kill_at = (
+        total * 3 // 4 + 1
+    )  # in the second epoch, between two checkpoints (every 5 steps)
     kill_at += kill_at % 5 == 0
     interrupted = dataclasses.replace(config, out_dir=str(tmp_path / "interrupted"))
     real_step, calls = train_module.train_step, []
@@ -228,13 +339,16 @@ def test_a_run_killed_mid_epoch_and_resumed_ends_with_exactly_the_weights_of_an_
         if len(calls) == kill_at:
             raise Killed
         return real_step(*args, **kwargs)
+
     monkeypatch.setattr(train_module, "train_step", dying_step)
     with pytest.raises(Killed):
         train(interrupted)
     monkeypatch.setattr(train_module, "train_step", real_step)
     resumed_from = latest_checkpoint(tmp_path / "interrupted" / "checkpoints")
     state = load_training_state(resumed_from)
-    assert state["step"] < kill_at and state["epoch"] == 1 and state["batch"] > 0  # resumes in the middle of epoch 2
+    assert (
+        state["step"] < kill_at and state["epoch"] == 1 and state["batch"] > 0
+    )  # resumes in the middle of epoch 2
 
     end = train(interrupted, resume=True)
     assert end.step == total
@@ -242,10 +356,15 @@ def test_a_run_killed_mid_epoch_and_resumed_ends_with_exactly_the_weights_of_an_
     assert a.keys() == b.keys()
     for name in a:  # tolerance: none. CPU float32 with the same RNG, data order and optimiser state is bitwise equal
         assert torch.equal(a[name], b[name]), name
-    assert metrics_without_timings(interrupted.out_dir) == metrics_without_timings(config.out_dir)  # one run
+    assert metrics_without_timings(interrupted.out_dir) == metrics_without_timings(
+        config.out_dir
+    )  # one run
 
 
-TIMINGS = ("tokens_per_s", "elapsed_s")  # the only columns of metrics.csv that a second run may change
+TIMINGS = (
+    "tokens_per_s",
+    "elapsed_s",
+)  # the only columns of metrics.csv that a second run may change
 
 
 def metrics_without_timings(run: str | Path) -> list[dict]:
@@ -254,35 +373,60 @@ def metrics_without_timings(run: str | Path) -> list[dict]:
 
 
 def test_a_run_stopped_by_max_steps_and_resumed_over_several_prunings_equals_an_uninterrupted_run(
-        tmp_path, course_data):
+    tmp_path, course_data
+):
     """The resumed run writes a checkpoint every epoch and keeps two, so the checkpoint it resumed from is pruned
     two epochs later; every later checkpoint copies the tokenizer from the run's own tokenizer/ folder."""
     straight = train(tiny(tmp_path, "straight", optim__epochs=6))
     steps_per_epoch = straight.step // 6
-    stopped = tiny(tmp_path, "stopped", optim__epochs=6, optim__max_steps=2 * steps_per_epoch + 3)  # mid-epoch 3
+    stopped = tiny(
+        tmp_path, "stopped", optim__epochs=6, optim__max_steps=2 * steps_per_epoch + 3
+    )  # mid-epoch 3
     first = train(stopped)
     assert first.step == 2 * steps_per_epoch + 3
-    resumed = train(dataclasses.replace(stopped, optim=dataclasses.replace(stopped.optim, max_steps=0)), resume=True)
+    resumed = train(
+        dataclasses.replace(
+            stopped, optim=dataclasses.replace(stopped.optim, max_steps=0)
+        ),
+        resume=True,
+    )
     assert resumed.step == straight.step and resumed.epoch == 6
     kept = sorted(p.name for p in (tmp_path / "stopped" / "checkpoints").glob("step-*"))
-    assert f"step-{first.step:08d}" not in kept and len(kept) <= 3  # pruned three epochs ago (best may stay)
+    assert (
+        f"step-{first.step:08d}" not in kept and len(kept) <= 3
+    )  # pruned three epochs ago (best may stay)
     a, b = weights(straight.out_dir), weights(stopped.out_dir)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    assert metrics_without_timings(stopped.out_dir) == metrics_without_timings(straight.out_dir)
-    six = lambda history: [float(f"{h['loss']:.6g}") for h in history]  # earlier epochs come from metrics.csv
+    assert metrics_without_timings(stopped.out_dir) == metrics_without_timings(
+        straight.out_dir
+    )
+    six = lambda history: [
+        float(f"{h['loss']:.6g}") for h in history
+    ]  # earlier epochs come from metrics.csv
     assert six(resumed.history) == six(straight.history)
 
 
-def test_resume_rejects_a_config_that_contradicts_the_checkpoint_but_accepts_a_longer_run(reference_run):
+def test_resume_rejects_a_config_that_contradicts_the_checkpoint_but_accepts_a_longer_run(
+    reference_run,
+):
     config, result = reference_run
     changed = dataclasses.replace(config, model={**config.model, "d_model": 64}, seed=1)
-    with pytest.raises(ValueError, match=r"model.d_model: checkpoint has 32, config has 64\n  seed: checkpoint has 0"):
+    with pytest.raises(
+        ValueError,
+        match=r"model.d_model: checkpoint has 32, config has 64\n  seed: checkpoint has 0",
+    ):
         train(changed, resume=True)
-    longer = dataclasses.replace(config, optim=dataclasses.replace(config.optim, max_steps=result.step))
-    assert train(longer, resume=True).step == result.step  # nothing left to do, nothing overwritten
+    longer = dataclasses.replace(
+        config, optim=dataclasses.replace(config.optim, max_steps=result.step)
+    )
+    assert (
+        train(longer, resume=True).step == result.step
+    )  # nothing left to do, nothing overwritten
 
 
-def test_a_new_run_refuses_an_out_dir_that_holds_a_run_and_resume_needs_one(reference_run, tmp_path):
+def test_a_new_run_refuses_an_out_dir_that_holds_a_run_and_resume_needs_one(
+    reference_run, tmp_path
+):
     config, _ = reference_run
     with pytest.raises(FileExistsError, match="pass --resume"):
         train(config)
@@ -291,12 +435,18 @@ def test_a_new_run_refuses_an_out_dir_that_holds_a_run_and_resume_needs_one(refe
 
 
 def test_a_missing_corpus_stops_with_the_folders_searched(tmp_path):
-    config = tiny(tmp_path, data__data_dir=str(tmp_path / "empty"), data__download=False)
-    with pytest.raises(CorpusNotFoundError, match=r"multi30k/train\.de\.gz is not in .*empty"):
+    config = tiny(
+        tmp_path, data__data_dir=str(tmp_path / "empty"), data__download=False
+    )
+    with pytest.raises(
+        CorpusNotFoundError, match=r"multi30k/train\.de\.gz is not in .*empty"
+    ):
         train(config)
 
 
-def test_nan_loss_stops_training_and_leaves_the_last_good_checkpoint_untouched(course_data, tmp_path, monkeypatch):
+def test_nan_loss_stops_training_and_leaves_the_last_good_checkpoint_untouched(
+    course_data, tmp_path, monkeypatch
+):
     config = tiny(tmp_path, save_every=2, optim__max_steps=6)
     real_loss, calls = train_module.label_smoothed_loss, []
 
@@ -305,30 +455,56 @@ def test_nan_loss_stops_training_and_leaves_the_last_good_checkpoint_untouched(c
         if len(calls) == 5:  # the fifth training step
             logits = logits * float("nan")
         return real_loss(logits, *args, **kwargs)
+
     monkeypatch.setattr(train_module, "label_smoothed_loss", poisoned)
-    with pytest.raises(NonFiniteLossError, match=r"stopped at step 5 .*the last good one is .*step-00000004"):
+    with pytest.raises(
+        NonFiniteLossError,
+        match=r"stopped at step 5 .*the last good one is .*step-00000004",
+    ):
         train(config)
     good = latest_checkpoint(Path(config.out_dir) / "checkpoints")
     assert good.name == "step-00000004" and load_training_state(good)["step"] == 4
     assert all(torch.isfinite(t).all() for t in weights(config.out_dir).values())
 
 
-def test_the_command_line_trains_and_reports_bad_input_without_a_traceback(course_data, tmp_path):
+def test_the_command_line_trains_and_reports_bad_input_without_a_traceback(
+    course_data, tmp_path
+):
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "transformer", "train", *args], capture_output=True, text=True,
-                              cwd=tmp_path, timeout=300)
-    ok = cli("--config", str(TINY), "--out-dir", str(tmp_path / "cli"), "--device", "cpu", "--max-steps", "2",
-             "--no-progress")
+        return subprocess.run(
+            [sys.executable, "-m", "transformer", "train", *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=300,
+        )
+
+    ok = cli(
+        "--config",
+        str(TINY),
+        "--out-dir",
+        str(tmp_path / "cli"),
+        "--device",
+        "cpu",
+        "--max-steps",
+        "2",
+        "--no-progress",
+    )
     assert ok.returncode == 0, ok.stderr
     assert "done: step 2" in ok.stdout and (tmp_path / "cli" / "metrics.csv").is_file()
     bad = tmp_path / "bad.toml"
     bad.write_text("[optim]\nlr = 0.1\n")
     failed = cli("--config", str(bad))
-    assert failed.returncode == 2 and failed.stderr.startswith("error: ") and "Traceback" not in failed.stderr
+    assert (
+        failed.returncode == 2
+        and failed.stderr.startswith("error: ")
+        and "Traceback" not in failed.stderr
+    )
     assert "unknown setting(s) ['lr'] in [optim]" in failed.stderr
 
 
 # ---------------------------------------------------------------- data parallel
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -338,22 +514,49 @@ def _free_port() -> int:
 
 def _model_and_batches():
     torch.manual_seed(0)
-    config = TransformerConfig(src_vocab_size=50, tgt_vocab_size=50, d_model=16, num_heads=2, num_encoder_layers=1,
-                               num_decoder_layers=1, d_ff=32, dropout=0.0, max_len=32)
+    config = TransformerConfig(
+        src_vocab_size=50,
+        tgt_vocab_size=50,
+        d_model=16,
+        num_heads=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        d_ff=32,
+        dropout=0.0,
+        max_len=32,
+    )
     g = torch.Generator().manual_seed(1)
-    pairs = [(torch.randint(4, 50, (int(n),), generator=g).tolist(), torch.randint(4, 50, (int(m),), generator=g).tolist())
-             for n, m in zip(torch.randint(2, 9, (8,), generator=g), torch.randint(2, 9, (8,), generator=g))]
-    return Transformer(config), [pairs[:3], pairs[3:]]  # two shards of unequal size and token count
+    pairs = [
+        (
+            torch.randint(4, 50, (int(n),), generator=g).tolist(),
+            torch.randint(4, 50, (int(m),), generator=g).tolist(),
+        )
+        for n, m in zip(
+            torch.randint(2, 9, (8,), generator=g),
+            torch.randint(2, 9, (8,), generator=g),
+        )
+    ]
+    return Transformer(config), [
+        pairs[:3],
+        pairs[3:],
+    ]  # two shards of unequal size and token count
 
 
 def _sgd(model):
-    opt = torch.optim.SGD(model.parameters(), lr=0.5)  # the update is -0.5 * gradient: it shows the gradient itself
+    opt = torch.optim.SGD(
+        model.parameters(), lr=0.5
+    )  # the update is -0.5 * gradient: it shows the gradient itself
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
 
 
 def _ddp_worker(rank: int, world: int, port: int, out: str, tiny_dir: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+    )
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     try:
@@ -361,47 +564,95 @@ def _ddp_worker(rank: int, world: int, port: int, out: str, tiny_dir: str) -> No
         ddp = torch.nn.parallel.DistributedDataParallel(model)
         opt, sched = _sgd(ddp)
         batch = collate(shards[rank])
-        stats = train_step(ddp, batch, opt, sched, num_tokens=batch.num_tgt_tokens, label_smoothing=0.1, pad_id=0,
-                           clip_grad_norm=0.0)
+        stats = train_step(
+            ddp,
+            batch,
+            opt,
+            sched,
+            num_tokens=batch.num_tgt_tokens,
+            label_smoothing=0.1,
+            pad_id=0,
+            clip_grad_norm=0.0,
+        )
         if rank == 0:
-            torch.save({"params": {k: v.clone() for k, v in model.state_dict().items()},
-                        "stats": dataclasses.asdict(stats)}, Path(out) / "ddp.pt")
+            torch.save(
+                {
+                    "params": {k: v.clone() for k, v in model.state_dict().items()},
+                    "stats": dataclasses.asdict(stats),
+                },
+                Path(out) / "ddp.pt",
+            )
         # and the whole loop: two processes train tiny for a few steps and end with the same weights
         config = TrainConfig.from_json(Path(tiny_dir, "config.json").read_text())
         result = train(config)
-        flat = torch.cat([p.detach().reshape(-1) for p in load_checkpoint(result.checkpoint).model.parameters()])
+        flat = torch.cat(
+            [
+                p.detach().reshape(-1)
+                for p in load_checkpoint(result.checkpoint).model.parameters()
+            ]
+        )
         torch.save(flat, Path(out) / f"tiny-rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
 
-def test_two_gloo_processes_make_the_same_update_as_one_process_on_the_global_batch(course_data, tmp_path):
+def test_two_gloo_processes_make_the_same_update_as_one_process_on_the_global_batch(
+    course_data, tmp_path
+):
     config = tiny(tmp_path, optim__max_steps=3, optim__epochs=1)
     Path(tmp_path / "config.json").write_text(config.to_json())
-    mp.spawn(_ddp_worker, args=(2, _free_port(), str(tmp_path), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(
+        _ddp_worker,
+        args=(2, _free_port(), str(tmp_path), str(tmp_path)),
+        nprocs=2,
+        join=True,
+    )
 
     model, shards = _model_and_batches()
     opt, sched = _sgd(model)
     batch = collate(shards[0] + shards[1])  # the global batch in one process
-    stats = train_step(model, batch, opt, sched, num_tokens=batch.num_tgt_tokens, label_smoothing=0.1, pad_id=0,
-                       clip_grad_norm=0.0)
-    ddp = torch.load(tmp_path / "ddp.pt", weights_only=True)  # our own file, written just above
-    for name, value in model.state_dict().items():  # tolerance: float32 sums taken in a different order
-        torch.testing.assert_close(ddp["params"][name], value, rtol=1e-5, atol=1e-6, msg=name)
+    stats = train_step(
+        model,
+        batch,
+        opt,
+        sched,
+        num_tokens=batch.num_tgt_tokens,
+        label_smoothing=0.1,
+        pad_id=0,
+        clip_grad_norm=0.0,
+    )
+    ddp = torch.load(
+        tmp_path / "ddp.pt", weights_only=True
+    )  # our own file, written just above
+    for (
+        name,
+        value,
+    ) in (
+        model.state_dict().items()
+    ):  # tolerance: float32 sums taken in a different order
+        torch.testing.assert_close(
+            ddp["params"][name], value, rtol=1e-5, atol=1e-6, msg=name
+        )
     assert ddp["stats"]["tokens"] == stats.tokens
     assert ddp["stats"]["loss"] == pytest.approx(stats.loss, rel=1e-5)
     assert ddp["stats"]["grad_norm"] == pytest.approx(stats.grad_norm, rel=1e-5)
 
-    rank0, rank1 = (torch.load(tmp_path / f"tiny-rank{r}.pt", weights_only=True) for r in (0, 1))
+    rank0, rank1 = (
+        torch.load(tmp_path / f"tiny-rank{r}.pt", weights_only=True) for r in (0, 1)
+    )
     assert torch.equal(rank0, rank1)
     state = load_training_state(latest_checkpoint(Path(config.out_dir) / "checkpoints"))
     assert state["world_size"] == 2 and state["step"] == 3 and len(state["rng"]) == 2
-    assert not torch.equal(state["rng"][0]["cpu"], state["rng"][1]["cpu"])  # each process its own dropout
+    assert not torch.equal(
+        state["rng"][0]["cpu"], state["rng"][1]["cpu"]
+    )  # each process its own dropout
 
 
 def test_resume_over_a_truncated_latest_checkpoint_names_it_and_continues_from_the_newest_intact_one(
-        reference_run, tmp_path):
+    reference_run, tmp_path
+):
     import shutil
+
     config, result = reference_run
     run = tmp_path / "damaged"
     shutil.copytree(config.out_dir, run)
@@ -410,30 +661,71 @@ def test_resume_over_a_truncated_latest_checkpoint_names_it_and_continues_from_t
     older = sorted(p for p in checkpoints.glob("step-*") if p != latest)[-1]
     weights = latest / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])  # cut short, as by a full disk
-    resumed = subprocess.run([sys.executable, "-m", "transformer", "train", "--config", str(TINY), "--resume",
-                              "--out-dir", str(run), "--device", "cpu", "--no-progress"],
-                             capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transformer",
+            "train",
+            "--config",
+            str(TINY),
+            "--resume",
+            "--out-dir",
+            str(run),
+            "--device",
+            "cpu",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stderr
-    assert f"checkpoint {weights} is damaged" in resumed.stderr and "Traceback" not in resumed.stderr
+    assert (
+        f"checkpoint {weights} is damaged" in resumed.stderr
+        and "Traceback" not in resumed.stderr
+    )
     assert f"resuming from {older.name}, the newest intact checkpoint" in resumed.stderr
     assert f"done: step {result.step}" in resumed.stdout
-    for f in older.parent.glob("step-*"):  # every remaining checkpoint but the broken one is intact
+    for f in older.parent.glob(
+        "step-*"
+    ):  # every remaining checkpoint but the broken one is intact
         assert f == latest or checkpoint_problem(f) is None
 
 
 def test_resume_with_no_intact_checkpoint_is_one_clear_error(reference_run, tmp_path):
     import shutil
+
     config, _ = reference_run
     run = tmp_path / "ruined"
     shutil.copytree(config.out_dir, run)
     for ckpt in (run / "checkpoints").glob("step-*"):
         (ckpt / "training_state.json").write_text("{")
-    failed = subprocess.run([sys.executable, "-m", "transformer", "train", "--config", str(TINY), "--resume",
-                             "--out-dir", str(run), "--device", "cpu", "--no-progress"],
-                            capture_output=True, text=True, timeout=300)
+    failed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transformer",
+            "train",
+            "--config",
+            str(TINY),
+            "--resume",
+            "--out-dir",
+            str(run),
+            "--device",
+            "cpu",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert failed.returncode == 2 and "Traceback" not in failed.stderr
     last = failed.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: no intact checkpoint under") and "training_state.json" in last
+    assert (
+        last.startswith("error: no intact checkpoint under")
+        and "training_state.json" in last
+    )
 
 
 FAULTS_OF_A_REPEATED_BLOCK = """
@@ -448,31 +740,45 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator only")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="glibc's allocator only"
+)
 def test_keep_freed_memory_stops_a_block_used_every_step_from_being_faulted_in_again():
     """By default glibc unmaps a freed 64 MB block and the next allocation faults every page in again
     (16,384 pages of 4 KiB, ten times over); after keep_freed_memory the heap grows for the first one or two
     and later ones reuse it without a fault."""
-    faults = {how: int(subprocess.run([sys.executable, "-c", FAULTS_OF_A_REPEATED_BLOCK, how], check=True,
-                                      capture_output=True, text=True).stdout)
-              for how in ("default", "keep")}
+    faults = {
+        how: int(
+            subprocess.run(
+                [sys.executable, "-c", FAULTS_OF_A_REPEATED_BLOCK, how],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
+        for how in ("default", "keep")
+    }
     assert faults["default"] > 9 * 16_384, faults
     assert faults["keep"] < 3 * 16_384, faults
 
 
-def test_bf16_on_a_cpu_without_bf16_instructions_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+def test_bf16_on_a_cpu_without_bf16_instructions_is_refused_before_anything_is_written(
+    tmp_path, monkeypatch
+):
     monkeypatch.setattr(train_module, "cpu_has_bf16_matmul", lambda: False)
     with pytest.raises(ConfigError, match='set precision = "fp32"'):
         train(tiny(tmp_path, precision="bf16"))
     assert not (tmp_path / "run").exists()
-    monkeypatch.setattr(train_module, "cpu_has_bf16_matmul", lambda: None)  # cannot tell: the run starts
+    monkeypatch.setattr(
+        train_module, "cpu_has_bf16_matmul", lambda: None
+    )  # cannot tell: the run starts
     train(tiny(tmp_path, precision="bf16", optim__max_steps=2))
     assert latest_checkpoint(tmp_path / "run" / "checkpoints") is not None
 
 
-
 def _wait_for(path: Path, process: subprocess.Popen, seconds: float = 120) -> None:
     import time
+
     end = time.monotonic() + seconds
     while not path.exists():
         assert process.poll() is None, process.communicate()
@@ -481,30 +787,61 @@ def _wait_for(path: Path, process: subprocess.Popen, seconds: float = 120) -> No
 
 
 def test_a_second_run_into_a_folder_in_use_is_refused_naming_the_process_and_a_killed_run_leaves_no_lock(
-        tmp_path, course_data):
+    tmp_path, course_data
+):
     """Two real processes: the first holds the run folder's lock, the second stops with one line naming the folder
     and the first's process id. The first is then killed (SIGKILL: no clean-up of its own), and a `--resume`
     continues at once: the lock went with the process."""
     import signal
-    text = TINY.read_text().replace('out_dir = "runs/tiny"', f'out_dir = "{tmp_path / "run"}"').replace(
-        "epochs = 2", "epochs = 200")
+
+    text = (
+        TINY.read_text()
+        .replace('out_dir = "runs/tiny"', f'out_dir = "{tmp_path / "run"}"')
+        .replace("epochs = 2", "epochs = 200")
+    )
     config = tmp_path / "long.toml"
     config.write_text(text)
-    command = [sys.executable, "-m", "transformer", "train", "--config", str(config), "--no-progress", "--device", "cpu"]
+    command = [
+        sys.executable,
+        "-m",
+        "transformer",
+        "train",
+        "--config",
+        str(config),
+        "--no-progress",
+        "--device",
+        "cpu",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     try:
         _wait_for(tmp_path / "run" / "checkpoints" / "latest", first)
-        second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        second = subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=120
+        )
         assert second.returncode == 2 and second.stdout == "", second
-        assert second.stderr.count("\n") == 1 and "Traceback" not in second.stderr, second.stderr
-        assert f"out_dir={tmp_path / 'run'} is in use by another training run (process {first.pid}" in second.stderr
+        assert second.stderr.count("\n") == 1 and "Traceback" not in second.stderr, (
+            second.stderr
+        )
+        assert (
+            f"out_dir={tmp_path / 'run'} is in use by another training run (process {first.pid}"
+            in second.stderr
+        )
         assert first.poll() is None  # the first run goes on
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
-    step = load_training_state(latest_checkpoint(tmp_path / "run" / "checkpoints"))["step"]
-    resumed = subprocess.run(command + ["--resume", "--max-steps", str(step + 1)], capture_output=True, text=True,
-                             env=env, timeout=120)
+    step = load_training_state(latest_checkpoint(tmp_path / "run" / "checkpoints"))[
+        "step"
+    ]
+    resumed = subprocess.run(
+        command + ["--resume", "--max-steps", str(step + 1)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert f"done: step {step + 1}" in resumed.stdout

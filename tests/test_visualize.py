@@ -1,4 +1,5 @@
 """transformer.visualize: attention weights with their labels, head ablation, plots and the explorer."""
+
 import json
 
 import matplotlib
@@ -9,8 +10,16 @@ from transformer.checkpoints import load_translator, models_dir
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
 from transformer.tokenizer import BOS_ID
-from transformer.visualize import (KINDS, AttentionMaps, attention_maps, attention_module, attention_weights,
-                                   keeping_weights, plot_attention, zeroed_head)
+from transformer.visualize import (
+    KINDS,
+    AttentionMaps,
+    attention_maps,
+    attention_module,
+    attention_weights,
+    keeping_weights,
+    plot_attention,
+    zeroed_head,
+)
 
 matplotlib.use("Agg")
 
@@ -18,8 +27,17 @@ matplotlib.use("Agg")
 @pytest.fixture(scope="module")
 def tiny() -> Transformer:
     torch.manual_seed(0)
-    config = TransformerConfig(src_vocab_size=30, tgt_vocab_size=30, d_model=16, num_heads=4, num_encoder_layers=2,
-                               num_decoder_layers=2, d_ff=32, dropout=0.0, max_len=32)
+    config = TransformerConfig(
+        src_vocab_size=30,
+        tgt_vocab_size=30,
+        d_model=16,
+        num_heads=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=32,
+        dropout=0.0,
+        max_len=32,
+    )
     return Transformer(config).eval()
 
 
@@ -31,7 +49,9 @@ def shipped():
 
 
 def batch():
-    src = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 0, 0]])  # (B, S) with padding in row 1
+    src = torch.tensor(
+        [[5, 6, 7, 8, 9], [5, 6, 7, 0, 0]]
+    )  # (B, S) with padding in row 1
     tgt = torch.tensor([[BOS_ID, 4, 5, 6], [BOS_ID, 4, 0, 0]])  # (B, T)
     return src, tgt
 
@@ -51,7 +71,9 @@ def test_decoder_weights_never_reach_a_later_position_and_padding_gets_none(tiny
     w = attention_weights(tiny, src, tgt)
     future = torch.triu(torch.ones(4, 4, dtype=torch.bool), diagonal=1)
     assert (w["decoder"][..., future] == 0).all()
-    assert (w["cross"][:, 1, ..., 3:] == 0).all() and (w["encoder"][:, 1, ..., 3:] == 0).all()
+    assert (w["cross"][:, 1, ..., 3:] == 0).all() and (
+        w["encoder"][:, 1, ..., 3:] == 0
+    ).all()
 
 
 def test_weights_come_from_the_models_own_explicit_attention(tiny, monkeypatch):
@@ -68,7 +90,9 @@ def test_weights_come_from_the_models_own_explicit_attention(tiny, monkeypatch):
     monkeypatch.setattr(transformer.multihead, "attention", recording)
     src, tgt = batch()
     w = attention_weights(tiny, src, tgt)
-    assert len(returned) == 2 + 2 * 2  # one call per attention block: encoder self, decoder self and cross
+    assert (
+        len(returned) == 2 + 2 * 2
+    )  # one call per attention block: encoder self, decoder self and cross
     torch.testing.assert_close(w["encoder"][0], returned[0], rtol=0, atol=0)
 
 
@@ -79,7 +103,9 @@ def test_keeping_weights_restores_the_fused_path_and_changes_no_output(tiny):
         with keeping_weights(tiny):
             explicit = tiny(src, tgt)
     torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
-    assert not any(m.need_weights for m in tiny.modules() if isinstance(m, MultiHeadAttention))
+    assert not any(
+        m.need_weights for m in tiny.modules() if isinstance(m, MultiHeadAttention)
+    )
 
 
 def test_zeroed_head_zeroes_exactly_that_heads_slice_and_is_undone(tiny):
@@ -92,14 +118,20 @@ def test_zeroed_head_zeroes_exactly_that_heads_slice_and_is_undone(tiny):
         before = tiny(src, tgt)
         handle.remove()
         with zeroed_head(tiny, "cross", 1, 2):
-            handle = attn.W_o.register_forward_pre_hook(record)  # runs after zeroed_head's hook
+            handle = attn.W_o.register_forward_pre_hook(
+                record
+            )  # runs after zeroed_head's hook
             during = tiny(src, tgt)
             handle.remove()
         after = tiny(src, tgt)
     D_h = 16 // 4
-    assert (seen[1][..., 2 * D_h:3 * D_h] == 0).all() and seen[0][..., 2 * D_h:3 * D_h].abs().sum() > 0
+    assert (seen[1][..., 2 * D_h : 3 * D_h] == 0).all() and seen[0][
+        ..., 2 * D_h : 3 * D_h
+    ].abs().sum() > 0
     keep = [i for i in range(16) if not 2 * D_h <= i < 3 * D_h]
-    torch.testing.assert_close(seen[1][..., keep], seen[0][..., keep], rtol=0, atol=0)  # layer 1's input is unchanged
+    torch.testing.assert_close(
+        seen[1][..., keep], seen[0][..., keep], rtol=0, atol=0
+    )  # layer 1's input is unchanged
     assert not torch.equal(before, during)
     torch.testing.assert_close(before, after, rtol=0, atol=0)
 
@@ -117,7 +149,9 @@ def test_unknown_kind_layer_or_head_says_what_exists(tiny):
 def test_attention_maps_labels_match_the_weight_shapes(shipped):
     maps = attention_maps(shipped, "Zwei Hunde spielen im Schnee.", beam_size=1)
     assert isinstance(maps, AttentionMaps) and maps.translation
-    assert maps.target[0] == "<s>" and maps.source == shipped.src_tokenizer.pieces("Zwei Hunde spielen im Schnee.")
+    assert maps.target[0] == "<s>" and maps.source == shipped.src_tokenizer.pieces(
+        "Zwei Hunde spielen im Schnee."
+    )
     for kind in KINDS:
         queries, keys = maps.labels(kind)
         assert maps.weights(kind).shape[-2:] == (len(queries), len(keys))
@@ -126,7 +160,9 @@ def test_attention_maps_labels_match_the_weight_shapes(shipped):
 
 def test_attention_maps_uses_a_given_translation_and_refuses_empty_input(shipped):
     maps = attention_maps(shipped, "Ein Hund.", "A dog.")
-    assert maps.translation == "A dog." and maps.target == ["<s>"] + shipped.tgt_tokenizer.pieces("A dog.")
+    assert maps.translation == "A dog." and maps.target == [
+        "<s>"
+    ] + shipped.tgt_tokenizer.pieces("A dog.")
     with pytest.raises(ValueError, match="empty"):
         attention_maps(shipped, "   ")
 
@@ -151,16 +187,33 @@ def test_explorer_links_every_control_to_its_stacks_in_the_browser(shipped):
     box = attention_explorer(shipped, ["Ein Hund."], dpi=30)
     sentence, controls, captions, pictures, own = box.children
     kind, layer, head = controls.children
-    images = [img for k in pictures.children[0].children for l in k.children for img in l.children]
-    assert len(images) == 3 * 3 * 4 and all(isinstance(i, W.Image) and i.value[:4] == b"\x89PNG" for i in images)
+    images = [
+        img
+        for k in pictures.children[0].children
+        for l in k.children
+        for img in l.children
+    ]
+    assert len(images) == 3 * 3 * 4 and all(
+        isinstance(i, W.Image) and i.value[:4] == b"\x89PNG" for i in images
+    )
     sources = {(link.source[0].model_id, link.source[1]) for link in box._links}
     assert {(c.model_id, "index") for c in (sentence, kind, layer, head)} <= sources
-    assert all(type(link).__name__ == "Link" for link in box._links) and len(box._links) == 2 + 1 + 3 + 9
+    assert (
+        all(type(link).__name__ == "Link" for link in box._links)
+        and len(box._links) == 2 + 1 + 3 + 9
+    )
     text, button = own.children
     text.value = "Zwei Katzen schlafen."
     button.click()  # what a reader's click does in a live kernel
-    assert len(sentence.options) == 2 and sentence.index == 1 and len(pictures.children) == 2
-    assert "Zwei Katzen schlafen." in captions.children[1].value and len(box._links) == 2 * (2 + 1 + 3 + 9) - 2
+    assert (
+        len(sentence.options) == 2
+        and sentence.index == 1
+        and len(pictures.children) == 2
+    )
+    assert (
+        "Zwei Katzen schlafen." in captions.children[1].value
+        and len(box._links) == 2 * (2 + 1 + 3 + 9) - 2
+    )
 
 
 def test_the_stored_head_ablation_table_covers_every_head():

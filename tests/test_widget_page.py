@@ -7,17 +7,28 @@ another host refused, so the widget manager must come from `book/assets`.
 Needs Debian's Chromium (`apt-get install chromium`) and the PyPI package `playwright` (no browser
 download: it drives /usr/bin/chromium); skips with a message where either is missing.
 """
+
 CHAPTER = "notebooks/14_seeing_attention"
 
 
-def test_the_built_page_carries_the_saved_widget_state_and_the_local_manager(built_book):
+def test_the_built_page_carries_the_saved_widget_state_and_the_local_manager(
+    built_book,
+):
     page = (built_book / f"{CHAPTER}.html").read_text(encoding="utf-8")
-    assert 'type="application/vnd.jupyter.widget-state+json"' in page, "no saved widget state: run the chapter with " \
+    assert 'type="application/vnd.jupyter.widget-state+json"' in page, (
+        "no saved widget state: run the chapter with "
         "`jupyter execute --inplace`, which stores it in the notebook's metadata"
-    assert "_static/ipywidgets/embed.js" in page and "cdn.jsdelivr.net" not in page and "require.min.js" not in page
+    )
+    assert (
+        "_static/ipywidgets/embed.js" in page
+        and "cdn.jsdelivr.net" not in page
+        and "require.min.js" not in page
+    )
 
 
-def test_the_explorer_renders_offline_and_its_controls_switch_the_map(book_site, open_offline):
+def test_the_explorer_renders_offline_and_its_controls_switch_the_map(
+    book_site, open_offline
+):
     # Errors that every page logs, read off the intro page (no widget), are the theme's, not this chapter's
     # (book/_ext/page_fixes.py mends the two known ones): only errors the chapter adds fail the test.
     intro, every_page, _ = open_offline(f"{book_site}book/intro.html")
@@ -32,16 +43,25 @@ def test_the_explorer_renders_offline_and_its_controls_switch_the_map(book_site,
         assert image.count() == 1
         first = image.first.get_attribute("src")
         assert image.first.evaluate("img => img.naturalWidth") > 100
-        assert page.locator(".widget-html:visible").first.inner_text().strip()  # the sentence and its translation
+        assert (
+            page.locator(".widget-html:visible").first.inner_text().strip()
+        )  # the sentence and its translation
         selects.nth(3).select_option(index=2)  # head 2: a browser-side link, no kernel
-        page.wait_for_function("src => { const i = [...document.querySelectorAll('img.widget-image')]"
-                               ".filter(i => i.offsetParent !== null); return i.length === 1 && i[0].src !== src }",
-                               arg=first, timeout=30_000)
+        page.wait_for_function(
+            "src => { const i = [...document.querySelectorAll('img.widget-image')]"
+            ".filter(i => i.offsetParent !== null); return i.length === 1 && i[0].src !== src }",
+            arg=first,
+            timeout=30_000,
+        )
         selects.nth(1).select_option(index=2)  # cross-attention
         selects.nth(0).select_option(index=1)  # the second sentence
         assert page.locator("img.widget-image:visible").count() == 1
     finally:
         page.close()
-    assert not refused, f"the page asked for other hosts (it must work offline): {refused}"
+    assert not refused, (
+        f"the page asked for other hosts (it must work offline): {refused}"
+    )
     added = [e for e in errors if e not in every_page]
-    assert not added, f"console errors on the chapter's page: {added} (on every page, also without widgets: {every_page})"
+    assert not added, (
+        f"console errors on the chapter's page: {added} (on every page, also without widgets: {every_page})"
+    )

@@ -16,6 +16,7 @@ inputs (Linux only: /proc/self/status and clear_refs). Lengths
 whose inputs or scores would not fit comfortably are not skipped: at S = 8,192 the explicit path needs
 h * S^2 * 4 bytes = 1 GiB per score matrix, which this machine holds.
 """
+
 import argparse
 import json
 import os
@@ -50,9 +51,11 @@ def _call(method: str, S: int):
     torch.manual_seed(0)
     Q, K, V = torch.randn(3, 1, HEADS, S, D_HEAD).unbind(0)  # (B, h, S, D_h) each
     mask = causal_mask(S)  # (S, S) booleans: S^2 bytes, an input of every method
-    runs = {"explicit": lambda: attention(Q, K, V, mask)[0],
-            "fused": lambda: F.scaled_dot_product_attention(Q, K, V, is_causal=True),
-            "tiled": lambda: tiled_attention(Q, K, V, mask, block=BLOCK)}
+    runs = {
+        "explicit": lambda: attention(Q, K, V, mask)[0],
+        "fused": lambda: F.scaled_dot_product_attention(Q, K, V, is_causal=True),
+        "tiled": lambda: tiled_attention(Q, K, V, mask, block=BLOCK),
+    }
     return runs[method]
 
 
@@ -91,7 +94,9 @@ def measure_time(method: str, S: int, repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--lengths", type=int, nargs="*", default=LENGTHS)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
@@ -109,15 +114,36 @@ def main() -> None:
     rows = []
     for S in args.lengths:
         for method in METHODS:
-            child = subprocess.run([sys.executable, __file__, "--memory-child", method, str(S)], env=env,
-                                   capture_output=True, text=True, check=True)
-            row = {"method": method, "length": S, "seconds": measure_time(method, S, args.repeats),
-                   "peak_bytes": int(child.stdout.strip().splitlines()[-1])}
+            child = subprocess.run(
+                [sys.executable, __file__, "--memory-child", method, str(S)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            row = {
+                "method": method,
+                "length": S,
+                "seconds": measure_time(method, S, args.repeats),
+                "peak_bytes": int(child.stdout.strip().splitlines()[-1]),
+            }
             rows.append(row)
-            print(f"S={S:5d} {method:8s} {row['seconds'] * 1e3:9.1f} ms {row['peak_bytes'] / 2**20:9.1f} MiB", flush=True)
+            print(
+                f"S={S:5d} {method:8s} {row['seconds'] * 1e3:9.1f} ms {row['peak_bytes'] / 2**20:9.1f} MiB",
+                flush=True,
+            )
     if args.lengths == LENGTHS and args.repeats == 3:
-        result = {"heads": HEADS, "d_head": D_HEAD, "block": BLOCK, "dtype": "float32", "threads": 1,
-                  "torch": torch.__version__, "machine": f"{cpu_name()}, {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d"), "rows": rows}
+        result = {
+            "heads": HEADS,
+            "d_head": D_HEAD,
+            "block": BLOCK,
+            "dtype": "float32",
+            "threads": 1,
+            "torch": torch.__version__,
+            "machine": f"{cpu_name()}, {os.cpu_count()} cores",
+            "date": time.strftime("%Y-%m-%d"),
+            "rows": rows,
+        }
         OUT.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(OUT, (json.dumps(result, indent=1) + "\n").encode("utf-8"))
         print(f"wrote {OUT.relative_to(ROOT)}")

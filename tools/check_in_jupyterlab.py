@@ -18,10 +18,10 @@ one did not (a cut run says so); 2 (with one `error:` line) if JupyterLab or the
 its kernels are stopped at the end in every case, killed if they do not stop within 30 s. Needs Debian's
 Chromium and `playwright` (requirements.txt).
 """
+
 import argparse
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -37,10 +37,18 @@ from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 RESTART_S = 120  # seconds the kernel may take to restart (a loaded machine); the run's --timeout starts after
-ARGS = ["--no-sandbox", "--no-proxy-server", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+ARGS = [
+    "--no-sandbox",
+    "--no-proxy-server",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+]
 
 
-LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # our own server: never through a proxy
+LOCAL = urllib.request.build_opener(
+    urllib.request.ProxyHandler({})
+)  # our own server: never through a proxy
 # (http_proxy in the environment would otherwise send even 127.0.0.1 to it; a dead proxy, as the course's
 # offline tests set, then makes JupyterLab look as if it never started)
 
@@ -64,9 +72,12 @@ def wait_for(url: str, seconds: float) -> None:
 
 def stop(server: subprocess.Popen, grace: float = 30) -> None:
     """Stop JupyterLab and every kernel it started (its process group): SIGTERM, then SIGKILL after `grace` s."""
+
     def signal_group(sig: int) -> None:
         try:
-            os.killpg(server.pid, sig)  # the server was started in a session of its own: pgid == its pid
+            os.killpg(
+                server.pid, sig
+            )  # the server was started in a session of its own: pgid == its pid
         except (ProcessLookupError, PermissionError):
             pass  # nothing of the group is left
 
@@ -75,8 +86,13 @@ def stop(server: subprocess.Popen, grace: float = 30) -> None:
         try:
             server.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            print(f"warning: JupyterLab did not stop within {grace:.0f} s of SIGTERM: killing it", file=sys.stderr)
-    signal_group(signal.SIGKILL)  # the server if it is still running, and any kernel that outlived it
+            print(
+                f"warning: JupyterLab did not stop within {grace:.0f} s of SIGTERM: killing it",
+                file=sys.stderr,
+            )
+    signal_group(
+        signal.SIGKILL
+    )  # the server if it is still running, and any kernel that outlived it
     server.wait()
 
 
@@ -86,7 +102,11 @@ def code_cells(path: Path) -> list[tuple[int, str]]:
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     found = []
     for i, cell in enumerate(cells):
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        source = (
+            "".join(cell["source"])
+            if isinstance(cell["source"], list)
+            else cell["source"]
+        )
         if cell["cell_type"] == "code" and source.strip():
             found.append((i, source.strip().splitlines()[0][:60]))
     return found
@@ -101,7 +121,9 @@ def kernel_of(base: str, notebook: str, seconds: float = 60) -> str:
             if s.get("path") == notebook and s.get("kernel"):
                 return s["kernel"]["id"]
         time.sleep(0.5)
-    raise TimeoutError(f"{notebook}: JupyterLab started no kernel within {seconds:.0f} s")
+    raise TimeoutError(
+        f"{notebook}: JupyterLab started no kernel within {seconds:.0f} s"
+    )
 
 
 # Every message the kernel publishes (iopub) reaches every client connected to it; the page opens one more
@@ -127,6 +149,7 @@ LISTEN = """([base, kernel]) => new Promise((resolve, reject) => {
 @dataclass
 class Run:
     """What a notebook's run in JupyterLab showed: cells run by the fresh kernel, errors, widgets, time."""
+
     cells: int  # code cells the notebook holds (non-empty)
     ran: int  # execute_input messages of the restarted kernel, counted 1, 2, ... in order
     errors: list[str]  # "NameError in cell 5 (`x = y`)"
@@ -136,8 +159,13 @@ class Run:
     counts_in_order: bool = True
 
     def ok(self) -> bool:
-        return (self.finished and self.counts_in_order and self.ran == self.cells and not self.errors
-                and not self.widget_failures)
+        return (
+            self.finished
+            and self.counts_in_order
+            and self.ran == self.cells
+            and not self.errors
+            and not self.widget_failures
+        )
 
 
 def _after_restart(messages: list[dict]) -> list[dict] | None:
@@ -146,7 +174,7 @@ def _after_restart(messages: list[dict]) -> list[dict] | None:
     new kernel, from its first cell (execution count 1: the kernel before the restart ran none after the click)."""
     for i, m in enumerate(messages):
         if m.get("state") in ("restarting", "starting"):
-            return messages[i + 1:]
+            return messages[i + 1 :]
         if m["type"] == "execute_input" and m["count"] == 1:
             return messages[i:]
     return None
@@ -157,7 +185,10 @@ def _finished(run: list[dict], cells: int, indicator_idle: bool) -> bool:
     (JupyterLab then drops the cells after it) and the notebook and the kernel are idle."""
     inputs = [m for m in run if m["type"] == "execute_input"]
     if inputs and inputs[-1]["count"] == cells:
-        return any(m.get("state") == "idle" and m["parent"] == inputs[-1]["parent"] for m in run)
+        return any(
+            m.get("state") == "idle" and m["parent"] == inputs[-1]["parent"]
+            for m in run
+        )
     failed = any(m["type"] == "error" for m in run)
     states = [m["state"] for m in run if m["type"] == "status"]
     return failed and indicator_idle and bool(states) and states[-1] == "idle"
@@ -170,30 +201,48 @@ def _widget_failures(panel) -> int:
     end = time.time() + 10
     while loading.count() and time.time() < end:
         time.sleep(0.5)
-    return loading.count() + panel.locator(".jp-OutputArea-output", has_text="Error displaying widget").count()
+    return (
+        loading.count()
+        + panel.locator(
+            ".jp-OutputArea-output", has_text="Error displaying widget"
+        ).count()
+    )
 
 
 def run_all(page, base: str, notebook: str, path: Path, timeout: float) -> Run:
     cells = code_cells(path)
-    page.goto(f"{base}/lab/tree/{notebook}?reset", wait_until="load")  # ?reset: no tabs restored
+    page.goto(
+        f"{base}/lab/tree/{notebook}?reset", wait_until="load"
+    )  # ?reset: no tabs restored
     panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
     panel.locator(".jp-Notebook").wait_for(timeout=60_000)
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+    page.wait_for_selector(
+        ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000
+    )
     page.evaluate(LISTEN, [base, kernel_of(base, notebook)])
     page.click("text=Edit", timeout=10_000)
-    page.click("text=Clear Outputs of All Cells", timeout=10_000)  # the reader's view: no stored outputs
+    page.click(
+        "text=Clear Outputs of All Cells", timeout=10_000
+    )  # the reader's view: no stored outputs
     page.click("text=Run", timeout=10_000)  # the menu bar
     page.click("text=Restart Kernel and Run All Cells…", timeout=10_000)
     page.click(".jp-Dialog button.jp-mod-accept", timeout=10_000)  # "Restart"
     asked = time.time()
-    while _after_restart(page.evaluate("window.__kernel")) is None:  # the run's clock starts with the new kernel
+    while (
+        _after_restart(page.evaluate("window.__kernel")) is None
+    ):  # the run's clock starts with the new kernel
         if time.time() - asked > RESTART_S:
-            raise TimeoutError(f"{notebook}: the kernel did not restart within {RESTART_S} s of the click")
+            raise TimeoutError(
+                f"{notebook}: the kernel did not restart within {RESTART_S} s of the click"
+            )
         time.sleep(0.2)
     start, finished = time.time(), False
     while time.time() - start < timeout:
         run = _after_restart(page.evaluate("window.__kernel"))
-        idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count() > 0
+        idle = (
+            page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count()
+            > 0
+        )
         if _finished(run, len(cells), idle):
             finished = True
             break
@@ -205,17 +254,31 @@ def run_all(page, base: str, notebook: str, path: Path, timeout: float) -> Run:
     errors = []
     for m in (m for m in run if m["type"] == "error"):
         k = cell_of.get(m["parent"])
-        where = f"cell {cells[k - 1][0] + 1} (`{cells[k - 1][1]}`)" if k and k <= len(cells) else "a cell"
+        where = (
+            f"cell {cells[k - 1][0] + 1} (`{cells[k - 1][1]}`)"
+            if k and k <= len(cells)
+            else "a cell"
+        )
         errors.append(f"{m['ename']} in {where}")
     in_order = [m["count"] for m in inputs] == list(range(1, len(inputs) + 1))
-    return Run(len(cells), len(inputs), errors, _widget_failures(panel), seconds, finished, in_order)
+    return Run(
+        len(cells),
+        len(inputs),
+        errors,
+        _widget_failures(panel),
+        seconds,
+        finished,
+        in_order,
+    )
 
 
 def report(notebook: str, run: Run, timeout: float) -> str:
-    text = (f"{notebook}: {run.ran} of {run.cells} code cells run in JupyterLab by a freshly restarted kernel in "
-            f"{run.seconds:.0f} s; {len(run.errors)} error output(s)"
-            + (f", the first: {run.errors[0]}" if run.errors else "")
-            + f"; {run.widget_failures} widget output(s) that did not render")
+    text = (
+        f"{notebook}: {run.ran} of {run.cells} code cells run in JupyterLab by a freshly restarted kernel in "
+        f"{run.seconds:.0f} s; {len(run.errors)} error output(s)"
+        + (f", the first: {run.errors[0]}" if run.errors else "")
+        + f"; {run.widget_failures} widget output(s) that did not render"
+    )
     if not run.finished:
         text += f"; CUT: not finished within the {timeout:.0f} s timeout"
     if not run.counts_in_order:
@@ -226,34 +289,62 @@ def report(notebook: str, run: Run, timeout: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+")
-    parser.add_argument("--timeout", type=float, default=600,
-                        help="seconds a notebook may run, counted from its kernel's restart (default 600)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=600,
+        help="seconds a notebook may run, counted from its kernel's restart (default 600)",
+    )
     args = parser.parse_args()
     paths = [Path(nb).resolve() for nb in args.notebooks]
     missing = [nb for nb, p in zip(args.notebooks, paths) if not p.is_file()]
     if missing:
-        print(f"error: no notebook at {', '.join(missing)} (e.g. notebooks/13_results.ipynb)", file=sys.stderr)
+        print(
+            f"error: no notebook at {', '.join(missing)} (e.g. notebooks/13_results.ipynb)",
+            file=sys.stderr,
+        )
         return 2
-    root = Path(os.path.commonpath([p.parent for p in paths]))  # the server's root: every notebook inside it
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # so that `finally` stops the server
+    root = Path(
+        os.path.commonpath([p.parent for p in paths])
+    )  # the server's root: every notebook inside it
+    signal.signal(
+        signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum)
+    )  # so that `finally` stops the server
     port = free_port()
     scratch = Path(tempfile.mkdtemp(prefix="lab-check-"))
     # Render every cell (JupyterLab 4 otherwise renders only those near the screen), and start with no
     # restored tabs: settings and workspaces live in a scratch folder, not the user's.
     settings = scratch / "settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
-    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    (settings / "tracker.jupyterlab-settings").write_text(
+        json.dumps({"windowingMode": "none"})
+    )
     # No autosave: the cleared and re-run notebook must never be written back over the stored outputs, however
     # long a run takes (JupyterLab saves every 120 s by default).
     docmanager = settings.parent / "docmanager-extension"
     docmanager.mkdir()
-    (docmanager / "plugin.jupyterlab-settings").write_text(json.dumps({"autosave": False}))
-    server = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
-                               "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}",
-                               f"--LabApp.user_settings_dir={scratch / 'settings'}",
-                               f"--LabApp.workspaces_dir={scratch / 'workspaces'}",
-                               f"--FileCheckpoints.checkpoint_dir={scratch / 'checkpoints'}"],  # not notebooks/
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    (docmanager / "plugin.jupyterlab-settings").write_text(
+        json.dumps({"autosave": False})
+    )
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",
+            f"--port={port}",
+            "--ServerApp.token=",
+            "--ServerApp.password=",
+            f"--ServerApp.root_dir={root}",
+            f"--LabApp.user_settings_dir={scratch / 'settings'}",
+            f"--LabApp.workspaces_dir={scratch / 'workspaces'}",
+            f"--FileCheckpoints.checkpoint_dir={scratch / 'checkpoints'}",
+        ],  # not notebooks/
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     failed = False
     try:
         base = f"http://127.0.0.1:{port}"
@@ -264,12 +355,24 @@ def main() -> int:
                 notebook = path.relative_to(root).as_posix()
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
                 run = run_all(page, base, notebook, path, args.timeout)
-                print(report(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path), run, args.timeout))
+                print(
+                    report(
+                        str(
+                            path.relative_to(ROOT)
+                            if path.is_relative_to(ROOT)
+                            else path
+                        ),
+                        run,
+                        args.timeout,
+                    )
+                )
                 failed |= not run.ok()
                 page.close()
             browser.close()
     except (TimeoutError, PlaywrightError) as e:
-        print(f"error: {(str(e).splitlines() or [type(e).__name__])[0]}", file=sys.stderr)
+        print(
+            f"error: {(str(e).splitlines() or [type(e).__name__])[0]}", file=sys.stderr
+        )
         return 2
     finally:
         stop(server)

@@ -14,6 +14,7 @@ the shipped decoding settings, before and after:
 It writes the measurements to a JSON file, which chapter 13 reads; the fine-tuned weights are not
 kept (the repository ships one model per corpus). Seeded; about two minutes on one CPU thread.
 """
+
 import argparse
 import json
 import random
@@ -31,11 +32,17 @@ from transformer.files import atomic_write_text
 
 # Terms and short sentences in the register of Tatoeba (complete, punctuated sentences) and as titles.
 GLOSSARY = [
-    ("Machine Learning", "机器学习"), ("machine learning", "机器学习"), ("Machine learning", "机器学习"),
-    ("Deep Learning", "深度学习"), ("deep learning", "深度学习"),
-    ("Artificial Intelligence", "人工智能"), ("artificial intelligence", "人工智能"),
-    ("Neural Networks", "神经网络"), ("a neural network", "一个神经网络"),
-    ("Computer Science", "计算机科学"), ("computer science", "计算机科学"),
+    ("Machine Learning", "机器学习"),
+    ("machine learning", "机器学习"),
+    ("Machine learning", "机器学习"),
+    ("Deep Learning", "深度学习"),
+    ("deep learning", "深度学习"),
+    ("Artificial Intelligence", "人工智能"),
+    ("artificial intelligence", "人工智能"),
+    ("Neural Networks", "神经网络"),
+    ("a neural network", "一个神经网络"),
+    ("Computer Science", "计算机科学"),
+    ("computer science", "计算机科学"),
     ("I study machine learning.", "我学习机器学习。"),
     ("Machine learning is interesting.", "机器学习很有意思。"),
     ("Machine learning is difficult.", "机器学习很难。"),
@@ -60,17 +67,25 @@ GLOSSARY = [
 ]
 # The same terms in sentences the fine-tune never sees, with the term each output should contain.
 HELD_OUT = [
-    ("Mary studies machine learning.", "机器学习"), ("Machine learning is fun.", "机器学习"),
-    ("I want to learn machine learning.", "机器学习"), ("Is machine learning hard?", "机器学习"),
-    ("Tom likes artificial intelligence.", "人工智能"), ("Deep learning is popular.", "深度学习"),
-    ("My brother studies computer science.", "计算机科学"), ("Neural networks are interesting.", "神经网络"),
+    ("Mary studies machine learning.", "机器学习"),
+    ("Machine learning is fun.", "机器学习"),
+    ("I want to learn machine learning.", "机器学习"),
+    ("Is machine learning hard?", "机器学习"),
+    ("Tom likes artificial intelligence.", "人工智能"),
+    ("Deep learning is popular.", "深度学习"),
+    ("My brother studies computer science.", "计算机科学"),
+    ("Neural networks are interesting.", "神经网络"),
 ]
 
 
 def test_bleu(ckpt, sources, references) -> dict:
     hyps = translate(ckpt, sources)
-    return {"bleu": round(corpus_bleu(hyps, references, tokenize="zh").score, 2),
-            "bleu_first_reference": round(corpus_bleu(hyps, [r[0] for r in references], tokenize="zh").score, 2)}
+    return {
+        "bleu": round(corpus_bleu(hyps, references, tokenize="zh").score, 2),
+        "bleu_first_reference": round(
+            corpus_bleu(hyps, [r[0] for r in references], tokenize="zh").score, 2
+        ),
+    }
 
 
 def measure(ckpt, sources, references) -> dict:
@@ -78,10 +93,16 @@ def measure(ckpt, sources, references) -> dict:
     held_out = translate(ckpt, [en for en, _ in HELD_OUT])
     return {
         "machine_learning": translate(ckpt, ["Machine Learning"])[0],
-        "glossary_exact": sum(out == zh for out, (_, zh) in zip(glossary_out, GLOSSARY)),
-        "held_out": [{"source": en, "output": out, "term": term, "has_term": term in out}
-                     for (en, term), out in zip(HELD_OUT, held_out)],
-        "held_out_with_term": sum(term in out for (_, term), out in zip(HELD_OUT, held_out)),
+        "glossary_exact": sum(
+            out == zh for out, (_, zh) in zip(glossary_out, GLOSSARY)
+        ),
+        "held_out": [
+            {"source": en, "output": out, "term": term, "has_term": term in out}
+            for (en, term), out in zip(HELD_OUT, held_out)
+        ],
+        "held_out_with_term": sum(
+            term in out for (_, term), out in zip(HELD_OUT, held_out)
+        ),
         "test": test_bleu(ckpt, sources, references),
     }
 
@@ -93,7 +114,9 @@ def main() -> None:
     parser.add_argument("--replay-per-batch", type=int, default=24)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="models/tatoeba-en-zh/experiments/glossary.json")
+    parser.add_argument(
+        "--out", default="models/tatoeba-en-zh/experiments/glossary.json"
+    )
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
@@ -102,20 +125,36 @@ def main() -> None:
     ckpt = load_translator("tatoeba-en-zh")
     sources, references = group_references(load_tatoeba("test"))
     before = measure(ckpt, sources, references)
-    print("before:", json.dumps({k: v for k, v in before.items() if k != "held_out"}, ensure_ascii=False))
+    print(
+        "before:",
+        json.dumps(
+            {k: v for k, v in before.items() if k != "held_out"}, ensure_ascii=False
+        ),
+    )
 
     src_tok, tgt_tok, model = ckpt.src_tokenizer, ckpt.tgt_tokenizer, ckpt.model
-    encode = lambda pairs: [(src_tok.encode(en), tgt_tok.encode(zh)) for en, zh in pairs]
+    encode = lambda pairs: [
+        (src_tok.encode(en), tgt_tok.encode(zh)) for en, zh in pairs
+    ]
     glossary, replay = encode(GLOSSARY), encode(load_tatoeba("train"))
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9
+    )
     model.train()
     start, losses = time.perf_counter(), []
     for step in range(args.steps):
-        batch = collate(rng.sample(glossary, args.glossary_per_batch) + rng.sample(replay, args.replay_per_batch),
-                        pad_id=model.config.pad_id)
+        batch = collate(
+            rng.sample(glossary, args.glossary_per_batch)
+            + rng.sample(replay, args.replay_per_batch),
+            pad_id=model.config.pad_id,
+        )
         logits = model(batch.src, batch.tgt_in)  # (B, T, |V|)
-        loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=batch.pad_id,
-                               label_smoothing=0.1)
+        loss = F.cross_entropy(
+            logits.flatten(0, 1),
+            batch.tgt_out.flatten(),
+            ignore_index=batch.pad_id,
+            label_smoothing=0.1,
+        )
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -124,18 +163,42 @@ def main() -> None:
     seconds = time.perf_counter() - start
     model.eval()
     after = measure(ckpt, sources, references)
-    print("after: ", json.dumps({k: v for k, v in after.items() if k != "held_out"}, ensure_ascii=False))
+    print(
+        "after: ",
+        json.dumps(
+            {k: v for k, v in after.items() if k != "held_out"}, ensure_ascii=False
+        ),
+    )
 
-    report = {"what": "fine-tune of models/tatoeba-en-zh on a glossary, mixed with replayed training pairs "
-                      "(tools/glossary_finetune.py); the shipped model is unchanged",
-              "glossary_pairs": len(GLOSSARY), "held_out_sentences": len(HELD_OUT), "steps": args.steps,
-              "batch": {"glossary": args.glossary_per_batch, "replayed_training_pairs": args.replay_per_batch},
-              "optimizer": {"name": "Adam", "lr": args.lr, "betas": [0.9, 0.98], "clip": 1.0, "label_smoothing": 0.1},
-              "seed": args.seed, "seconds": round(seconds, 1), "threads": 1,
-              "loss_first_10": round(sum(losses[:10]) / 10, 3), "loss_last_10": round(sum(losses[-10:]) / 10, 3),
-              "decoding": "the shipped settings (models/tatoeba-en-zh/decoding.json)",
-              "before": before, "after": after}
-    out = atomic_write_text(args.out, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    report = {
+        "what": "fine-tune of models/tatoeba-en-zh on a glossary, mixed with replayed training pairs "
+        "(tools/glossary_finetune.py); the shipped model is unchanged",
+        "glossary_pairs": len(GLOSSARY),
+        "held_out_sentences": len(HELD_OUT),
+        "steps": args.steps,
+        "batch": {
+            "glossary": args.glossary_per_batch,
+            "replayed_training_pairs": args.replay_per_batch,
+        },
+        "optimizer": {
+            "name": "Adam",
+            "lr": args.lr,
+            "betas": [0.9, 0.98],
+            "clip": 1.0,
+            "label_smoothing": 0.1,
+        },
+        "seed": args.seed,
+        "seconds": round(seconds, 1),
+        "threads": 1,
+        "loss_first_10": round(sum(losses[:10]) / 10, 3),
+        "loss_last_10": round(sum(losses[-10:]) / 10, 3),
+        "decoding": "the shipped settings (models/tatoeba-en-zh/decoding.json)",
+        "before": before,
+        "after": after,
+    }
+    out = atomic_write_text(
+        args.out, json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    )
     print(f"wrote {out} ({seconds:.0f} s of fine-tuning)")
 
 

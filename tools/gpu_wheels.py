@@ -14,6 +14,7 @@ changes. On the GPU machine:
 
 (bench/gpu_check.sh also installs them by itself when `import transformer` fails.)
 """
+
 import argparse
 import importlib.metadata
 import re
@@ -27,9 +28,22 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ROOT / "bench" / "gpu-image-packages.txt"
 # What the image lacks, and typing-extensions: the image has one, but its version is not listed and pydantic asks
 # for a recent one (>= 4.16 for pydantic 2.14), so a carried copy goes first on the path.
-WHEELS = ("pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions")
-TARGET = ["--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux2014_x86_64",
-          "--only-binary=:all:"]
+WHEELS = (
+    "pydantic",
+    "pydantic-core",
+    "annotated-types",
+    "typing-inspection",
+    "typing-extensions",
+)
+TARGET = [
+    "--python-version",
+    "3.12",
+    "--implementation",
+    "cp",
+    "--platform",
+    "manylinux2014_x86_64",
+    "--only-binary=:all:",
+]
 
 
 def normal(name: str) -> str:
@@ -38,12 +52,24 @@ def normal(name: str) -> str:
 
 
 def image_packages() -> set[str]:
-    return {normal(line) for line in IMAGE.read_text().splitlines() if line.strip() and not line.startswith("#")}
+    return {
+        normal(line)
+        for line in IMAGE.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
 
 
-GPU_PYTHON = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux",
-              "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
-              "platform_python_implementation": "CPython", "os_name": "posix", "extra": ""}
+GPU_PYTHON = {
+    "python_version": "3.12",
+    "python_full_version": "3.12.3",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "os_name": "posix",
+    "extra": "",
+}
 
 
 def requirements(wheel: Path) -> list:
@@ -54,7 +80,11 @@ def requirements(wheel: Path) -> list:
     with zipfile.ZipFile(wheel) as z:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         lines = z.read(meta).decode().splitlines()
-    needed = [Requirement(line.split(":", 1)[1].strip()) for line in lines if line.startswith("Requires-Dist:")]
+    needed = [
+        Requirement(line.split(":", 1)[1].strip())
+        for line in lines
+        if line.startswith("Requires-Dist:")
+    ]
     return [r for r in needed if r.marker is None or r.marker.evaluate(GPU_PYTHON)]
 
 
@@ -63,13 +93,19 @@ def unmet(wheels: list[Path]) -> dict[str, str]:
     image list has names, not versions: a requirement with a version bound on an image package is unmet)."""
     from packaging.utils import parse_wheel_filename
 
-    carried = {normal(str(parse_wheel_filename(w.name)[0])): parse_wheel_filename(w.name)[1] for w in wheels}
+    carried = {
+        normal(str(parse_wheel_filename(w.name)[0])): parse_wheel_filename(w.name)[1]
+        for w in wheels
+    }
     problems = {}
     for w in wheels:
         for r in requirements(w):
             name = normal(r.name)
-            ok = (r.specifier.contains(carried[name], prereleases=True) if name in carried
-                  else name in image_packages() and not r.specifier)
+            ok = (
+                r.specifier.contains(carried[name], prereleases=True)
+                if name in carried
+                else name in image_packages() and not r.specifier
+            )
             if not ok:
                 problems[w.name] = str(r)
     return problems
@@ -84,19 +120,37 @@ def main() -> int:
         shutil.rmtree(args.out)
     args.out.mkdir(parents=True)
     specs = [f"{name}=={version}" for name, version in versions.items()]
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", *TARGET, "-d", str(args.out), *specs],
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            *TARGET,
+            "-d",
+            str(args.out),
+            *specs,
+        ],
+        check=True,
+    )
     wheels = sorted(args.out.glob("*.whl"))
     carried = {normal(w.name.split("-")[0]) for w in wheels}
     missing = {normal(n) for n in WHEELS} - carried
     problems = unmet(wheels)
     if missing or problems:
-        print(f"error: not downloaded {sorted(missing)}; requirements that neither a carried wheel nor the image is "
-              f"known to meet {problems}: add them to WHEELS", file=sys.stderr)
+        print(
+            f"error: not downloaded {sorted(missing)}; requirements that neither a carried wheel nor the image is "
+            f"known to meet {problems}: add them to WHEELS",
+            file=sys.stderr,
+        )
         return 1
     for w in wheels:
         print(f"{w.name} ({w.stat().st_size / 1e6:.1f} MB)")
-    print(f"{len(wheels)} wheels in {args.out}: every requirement is carried or in the image ({IMAGE.name})")
+    print(
+        f"{len(wheels)} wheels in {args.out}: every requirement is carried or in the image ({IMAGE.name})"
+    )
     return 0
 
 

@@ -9,6 +9,7 @@ whole split and of its first 100 sentences with that head zeroed (`transformer.v
 Chapter 14 loads the table and recomputes some of its first-100 numbers live. Greedy decoding, one
 thread: about 36 x 5 s for the shipped de-en model.
 """
+
 import argparse
 import json
 import time
@@ -31,23 +32,53 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     ckpt = load_translator(args.model)
-    sources, references = group_references(split_pairs_for(ckpt.train_config.data, args.split))
-    references = [r[0] for r in references] if all(len(r) == 1 for r in references) else references
+    sources, references = group_references(
+        split_pairs_for(ckpt.train_config.data, args.split)
+    )
+    references = (
+        [r[0] for r in references]
+        if all(len(r) == 1 for r in references)
+        else references
+    )
 
     def scores(kind=None, layer=0, head=0) -> dict:
-        return {"bleu": round(ablation_bleu(ckpt, sources, references, kind, layer, head), 2),
-                "bleu_first_100": round(ablation_bleu(ckpt, sources[:FIRST], references[:FIRST], kind, layer, head), 2)}
+        return {
+            "bleu": round(
+                ablation_bleu(ckpt, sources, references, kind, layer, head), 2
+            ),
+            "bleu_first_100": round(
+                ablation_bleu(
+                    ckpt, sources[:FIRST], references[:FIRST], kind, layer, head
+                ),
+                2,
+            ),
+        }
 
     start = time.perf_counter()
-    report = {"model": args.model, "split": args.split, "sentences": len(sources), "decoding": "greedy (beam 1)",
-              "what": "corpus BLEU (sacreBLEU 13a) with one attention head's output zeroed before W^O",
-              "baseline": scores(), "heads": []}
+    report = {
+        "model": args.model,
+        "split": args.split,
+        "sentences": len(sources),
+        "decoding": "greedy (beam 1)",
+        "what": "corpus BLEU (sacreBLEU 13a) with one attention head's output zeroed before W^O",
+        "baseline": scores(),
+        "heads": [],
+    }
     config = ckpt.model.config
     for kind in KINDS:
-        layers = config.num_encoder_layers if kind == "encoder" else config.num_decoder_layers
+        layers = (
+            config.num_encoder_layers
+            if kind == "encoder"
+            else config.num_decoder_layers
+        )
         for layer in range(layers):
             for head in range(config.num_heads):
-                row = {"kind": kind, "layer": layer, "head": head, **scores(kind, layer, head)}
+                row = {
+                    "kind": kind,
+                    "layer": layer,
+                    "head": head,
+                    **scores(kind, layer, head),
+                }
                 report["heads"].append(row)
                 print(row, flush=True)
     report["seconds"] = round(time.perf_counter() - start)

@@ -21,6 +21,7 @@ notebooks/results/16_modern_block_runs.json as they finish, so a run cut short (
 picked up again: training resumes from its last checkpoint, and a run whose result is in the file is not run
 again.
 """
+
 import argparse
 import json
 import os
@@ -31,21 +32,41 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "16_modern_block_runs.json"
-HYPOTHESES = ROOT / "notebooks" / "results" / "16_modern_block_runs"  # <variant>-s<seed>/val.hyp
-EPOCHS, WARMUP, LR_FACTOR = 3, 200, 0.5  # peak learning rate 0.5 * 128^-0.5 * 200^-0.5 = 0.0031
-SHAPE = {"d_model": 128, "num_heads": 4, "num_encoder_layers": 2, "num_decoder_layers": 2, "d_ff": 512}
+HYPOTHESES = (
+    ROOT / "notebooks" / "results" / "16_modern_block_runs"
+)  # <variant>-s<seed>/val.hyp
+EPOCHS, WARMUP, LR_FACTOR = (
+    3,
+    200,
+    0.5,
+)  # peak learning rate 0.5 * 128^-0.5 * 200^-0.5 = 0.0031
+SHAPE = {
+    "d_model": 128,
+    "num_heads": 4,
+    "num_encoder_layers": 2,
+    "num_decoder_layers": 2,
+    "d_ff": 512,
+}
 VARIANTS = {  # name -> the [model] settings that differ from the shipped shape
     "baseline": {},
     "rms": {"norm": "rms"},
     "rotary": {"positions": "rotary"},
     "swiglu": {"feed_forward": "swiglu"},
     "no_bias": {"bias": False},
-    "all": {"norm": "rms", "positions": "rotary", "feed_forward": "swiglu", "bias": False},
+    "all": {
+        "norm": "rms",
+        "positions": "rotary",
+        "feed_forward": "swiglu",
+        "bias": False,
+    },
     "gqa": {"kv_heads": 1},
     "rotary_rms": {"positions": "rotary", "norm": "rms"},
     "rotary_no_bias": {"positions": "rotary", "bias": False},
 }
-SEEDS = {"baseline": range(5), "all": range(5)}  # five seeds for the two ends of the comparison
+SEEDS = {
+    "baseline": range(5),
+    "all": range(5),
+}  # five seeds for the two ends of the comparison
 DEFAULT_SEEDS = range(3)  # three for every other variant
 
 
@@ -55,11 +76,25 @@ def run_config(variant: str, seed: int, out_dir: Path):
 
     base = TrainConfig.from_toml(ROOT / "configs" / "multi30k-small.toml")
     return TrainConfig(
-        name=f"modern-{variant}-s{seed}", out_dir=str(out_dir / f"{variant}-s{seed}"), seed=seed, device="cpu",
-        progress=False, tensorboard=False, save_every=0, keep_last=1, data=base.data,
+        name=f"modern-{variant}-s{seed}",
+        out_dir=str(out_dir / f"{variant}-s{seed}"),
+        seed=seed,
+        device="cpu",
+        progress=False,
+        tensorboard=False,
+        save_every=0,
+        keep_last=1,
+        data=base.data,
         model={**base.model, **SHAPE, **VARIANTS[variant]},
-        optim=OptimConfig(**{**base.optim.__dict__, "epochs": EPOCHS, "warmup_steps": WARMUP, "lr_factor": LR_FACTOR,
-                             "schedule": "linear"}),
+        optim=OptimConfig(
+            **{
+                **base.optim.__dict__,
+                "epochs": EPOCHS,
+                "warmup_steps": WARMUP,
+                "lr_factor": LR_FACTOR,
+                "schedule": "linear",
+            }
+        ),
     )
 
 
@@ -75,50 +110,111 @@ def one_run(variant: str, seed: int, out_dir: Path) -> dict:
     config = run_config(variant, seed, out_dir)
     start = time.time()
     train(config, resume=(Path(config.out_dir) / "checkpoints").is_dir())
-    epochs = [r for r in read_metrics(Path(config.out_dir) / "metrics.csv") if r["kind"] == "epoch"]
+    epochs = [
+        r
+        for r in read_metrics(Path(config.out_dir) / "metrics.csv")
+        if r["kind"] == "epoch"
+    ]
     checkpoint = load_checkpoint(config.out_dir)
-    report = evaluate_checkpoint(checkpoint, "val", beam_size=1, out_dir=HYPOTHESES / f"{variant}-s{seed}")
+    report = evaluate_checkpoint(
+        checkpoint, "val", beam_size=1, out_dir=HYPOTHESES / f"{variant}-s{seed}"
+    )
     bleu = next(s["score"] for s in report["scores"] if s["metric"].startswith("BLEU"))
-    return {"variant": variant, "seed": seed, "settings": VARIANTS[variant], "shape": SHAPE, "epochs": EPOCHS,
-            "warmup_steps": WARMUP, "lr_factor": LR_FACTOR, "threads": torch.get_num_threads(),
-            "steps": int(epochs[-1]["step"]), "valid_ppl": round(float(epochs[-1]["valid_ppl"]), 3),
-            "val_bleu_greedy": round(bleu, 2), "parameters": sum(p.numel() for p in checkpoint.model.parameters()),
-            "train_seconds": round(float(epochs[-1]["elapsed_s"])), "wall_seconds_this_call": round(time.time() - start)}
+    return {
+        "variant": variant,
+        "seed": seed,
+        "settings": VARIANTS[variant],
+        "shape": SHAPE,
+        "epochs": EPOCHS,
+        "warmup_steps": WARMUP,
+        "lr_factor": LR_FACTOR,
+        "threads": torch.get_num_threads(),
+        "steps": int(epochs[-1]["step"]),
+        "valid_ppl": round(float(epochs[-1]["valid_ppl"]), 3),
+        "val_bleu_greedy": round(bleu, 2),
+        "parameters": sum(p.numel() for p in checkpoint.model.parameters()),
+        "train_seconds": round(float(epochs[-1]["elapsed_s"])),
+        "wall_seconds_this_call": round(time.time() - start),
+    }
 
 
 def main() -> None:
     from transformer.train import cpu_name
     from transformer.files import atomic_write_bytes
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out-dir", type=Path, default=ROOT / "runs" / "modern")
-    parser.add_argument("--only", nargs="*", help="variant:seed pairs to run (default: all missing ones)")
-    parser.add_argument("--parallel", type=int, default=2, help="runs side by side, one thread each (default 2)")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        help="variant:seed pairs to run (default: all missing ones)",
+    )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=2,
+        help="runs side by side, one thread each (default 2)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:  # one run, in its own process; prints its result as JSON
         variant, seed = args.child.split(":")
         print(json.dumps(one_run(variant, int(seed), args.out_dir)))
         return
-    results = json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else {"runs": []}
+    results = (
+        json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else {"runs": []}
+    )
     done = {(r["variant"], r["seed"]) for r in results["runs"]}
-    todo = [tuple(x.split(":")) for x in args.only] if args.only else \
-        [(v, str(s)) for s in range(5) for v in VARIANTS if s in SEEDS.get(v, DEFAULT_SEEDS) and (v, s) not in done]
+    todo = (
+        [tuple(x.split(":")) for x in args.only]
+        if args.only
+        else [
+            (v, str(s))
+            for s in range(5)
+            for v in VARIANTS
+            if s in SEEDS.get(v, DEFAULT_SEEDS) and (v, s) not in done
+        ]
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     while todo:
-        batch, todo = todo[:args.parallel], todo[args.parallel:]
-        children = [subprocess.Popen([sys.executable, __file__, "--out-dir", str(args.out_dir), "--child", f"{v}:{s}"],
-                                     stdout=subprocess.PIPE, text=True, env=env) for v, s in batch]
+        batch, todo = todo[: args.parallel], todo[args.parallel :]
+        children = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--out-dir",
+                    str(args.out_dir),
+                    "--child",
+                    f"{v}:{s}",
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for v, s in batch
+        ]
         for child, (v, s) in zip(children, batch):
             out, _ = child.communicate()
             if child.returncode:
                 raise SystemExit(f"run {v}:{s} failed (exit {child.returncode})")
             result = json.loads(out.strip().splitlines()[-1])
-            results["runs"] = [r for r in results["runs"] if (r["variant"], r["seed"]) != (v, int(s))] + [result]
-            results["machine"] = f"{cpu_name()}, {os.cpu_count()} cores, one thread per run"
+            results["runs"] = [
+                r for r in results["runs"] if (r["variant"], r["seed"]) != (v, int(s))
+            ] + [result]
+            results["machine"] = (
+                f"{cpu_name()}, {os.cpu_count()} cores, one thread per run"
+            )
             OUT.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(OUT, (json.dumps(results, indent=1) + "\n").encode("utf-8"))  # never half a file
-            print(f"{v}:{s} -> val ppl {result['valid_ppl']}, greedy val BLEU {result['val_bleu_greedy']}", flush=True)
+            atomic_write_bytes(
+                OUT, (json.dumps(results, indent=1) + "\n").encode("utf-8")
+            )  # never half a file
+            print(
+                f"{v}:{s} -> val ppl {result['valid_ppl']}, greedy val BLEU {result['val_bleu_greedy']}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

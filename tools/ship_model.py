@@ -22,6 +22,7 @@ records that do not describe the weights, such as `experiments` (the candidates 
 A name that `ship` writes itself (the weights, configs, tokenizers, selection) cannot be kept.
 Bad input ends in one `error:` line and exit status 2.
 """
+
 import argparse
 import json
 import shutil
@@ -33,11 +34,20 @@ import torch
 from transformer.errors import InputError, TransformerError
 from transformer.averaging import average_weights
 from transformer.files import atomic_folder
-from transformer.checkpoints import Checkpoint, evaluate_checkpoint, load_checkpoint, save_model_files
+from transformer.checkpoints import (
+    Checkpoint,
+    evaluate_checkpoint,
+    load_checkpoint,
+    save_model_files,
+)
 
 
 def checkpoints_of(run: Path) -> list[Path]:
-    return sorted(p for p in (run / "checkpoints").glob("step-*") if (p / "model.safetensors").is_file())
+    return sorted(
+        p
+        for p in (run / "checkpoints").glob("step-*")
+        if (p / "model.safetensors").is_file()
+    )
 
 
 def averaged(paths: list[Path]) -> Checkpoint:
@@ -48,7 +58,9 @@ def averaged(paths: list[Path]) -> Checkpoint:
     return base
 
 
-def bleu(ckpt: Checkpoint, split: str, beam: int, alpha: float, limit: int) -> tuple[float, float]:
+def bleu(
+    ckpt: Checkpoint, split: str, beam: int, alpha: float, limit: int
+) -> tuple[float, float]:
     report = evaluate_checkpoint(ckpt, split, beam_size=beam, alpha=alpha, limit=limit)
     scores = {s["metric"]: s["score"] for s in report["scores"]}
     return scores["BLEU"], report["seconds"]
@@ -57,91 +69,175 @@ def bleu(ckpt: Checkpoint, split: str, beam: int, alpha: float, limit: int) -> t
 def measure(args) -> None:
     run = Path(args.run)
     split = load_checkpoint(run).train_config.data.valid_split
-    ckpts = checkpoints_of(run)[-args.last:]
+    ckpts = checkpoints_of(run)[-args.last :]
     rows = []
-    saved = run / "selection.json"  # measured earlier: a row is measured once (checkpoints never change)
-    before = {(r["what"], r["beam"], r["alpha"]): r for r in json.loads(saved.read_text())["rows"]} \
-        if saved.is_file() else {}
+    saved = (
+        run / "selection.json"
+    )  # measured earlier: a row is measured once (checkpoints never change)
+    before = (
+        {
+            (r["what"], r["beam"], r["alpha"]): r
+            for r in json.loads(saved.read_text())["rows"]
+        }
+        if saved.is_file()
+        else {}
+    )
 
     def record(what: str, ckpt, beam: int, alpha: float) -> float:
         if (what, beam, alpha) in before:
             rows.append(before[(what, beam, alpha)])
-            print(f"{what:<44} beam {beam} alpha {alpha:<4} {split} BLEU {rows[-1]['bleu']:6.2f}  (measured before)")
+            print(
+                f"{what:<44} beam {beam} alpha {alpha:<4} {split} BLEU {rows[-1]['bleu']:6.2f}  (measured before)"
+            )
             return rows[-1]["bleu"]
         ckpt = ckpt()
         score, seconds = bleu(ckpt, split, beam, alpha, args.limit)
-        rows.append({"what": what, "beam": beam, "alpha": alpha, "bleu": round(score, 2), "seconds": seconds})
+        rows.append(
+            {
+                "what": what,
+                "beam": beam,
+                "alpha": alpha,
+                "bleu": round(score, 2),
+                "seconds": seconds,
+            }
+        )
         before[(what, beam, alpha)] = rows[-1]
-        saved.write_text(json.dumps({"split": split, "rows": list(before.values())}, indent=1) + "\n")
-        print(f"{what:<44} beam {beam} alpha {alpha:<4} {split} BLEU {score:6.2f}  ({seconds:.0f} s)", flush=True)
+        saved.write_text(
+            json.dumps({"split": split, "rows": list(before.values())}, indent=1) + "\n"
+        )
+        print(
+            f"{what:<44} beam {beam} alpha {alpha:<4} {split} BLEU {score:6.2f}  ({seconds:.0f} s)",
+            flush=True,
+        )
         return score
 
     for p in ckpts:
         record(f"single {p.name}", lambda: load_checkpoint(p), 1, 0.0)
     best_n, best = 1, rows[-1]["bleu"]  # the newest checkpoint alone
     for n in range(2, len(ckpts) + 1, 2):
-        score = record(f"average of last {n} ({ckpts[-n].name}..{ckpts[-1].name})", lambda: averaged(ckpts[-n:]), 1, 0.0)
+        score = record(
+            f"average of last {n} ({ckpts[-n].name}..{ckpts[-1].name})",
+            lambda: averaged(ckpts[-n:]),
+            1,
+            0.0,
+        )
         if score > best:
             best_n, best = n, score
     chosen = averaged(ckpts[-best_n:]) if best_n > 1 else load_checkpoint(ckpts[-1])
-    for beam, alpha in [(4, 0.0), (4, 0.6), (4, 1.0), (4, 1.4), (4, 2.0), (6, 0.6), (6, 1.0), (8, 0.6), (8, 1.0)]:
-        record(f"average of last {best_n} ({ckpts[-best_n].name}..{ckpts[-1].name})", lambda: chosen, beam, alpha)
-    (run / "selection.json").write_text(json.dumps({"split": split, "rows": rows}, indent=1) + "\n")
+    for beam, alpha in [
+        (4, 0.0),
+        (4, 0.6),
+        (4, 1.0),
+        (4, 1.4),
+        (4, 2.0),
+        (6, 0.6),
+        (6, 1.0),
+        (8, 0.6),
+        (8, 1.0),
+    ]:
+        record(
+            f"average of last {best_n} ({ckpts[-best_n].name}..{ckpts[-1].name})",
+            lambda: chosen,
+            beam,
+            alpha,
+        )
+    (run / "selection.json").write_text(
+        json.dumps({"split": split, "rows": rows}, indent=1) + "\n"
+    )
     print(f"wrote {run / 'selection.json'}")
 
 
 def ship(args) -> None:
     run, out = Path(args.run), Path(args.to)
     if out.exists() and not args.replace:
-        raise InputError(f"{out} exists: ship into a new folder, or pass --replace to replace it whole (no file "
-                               "of it is kept unless --keep names it, its model card README.md included)")
+        raise InputError(
+            f"{out} exists: ship into a new folder, or pass --replace to replace it whole (no file "
+            "of it is kept unless --keep names it, its model card README.md included)"
+        )
     keep = _kept(out, args.keep or [], args.replace)
     paths = [run / "checkpoints" / name for name in args.checkpoints]
     ckpt = averaged(paths) if len(paths) > 1 else load_checkpoint(paths[0])
-    with atomic_folder(out, replace=True) as tmp:  # `out` is the old folder or the whole new one, never half
+    with atomic_folder(
+        out, replace=True
+    ) as tmp:  # `out` is the old folder or the whole new one, never half
         _write_model(ckpt, run, paths, args, tmp)
         for name in keep:  # hand-written records that outlive the weights
             if (out / name).is_dir():
                 shutil.copytree(out / name, tmp / name)
             else:
                 shutil.copy2(out / name, tmp / name)
-        back = load_checkpoint(tmp)  # the new folder loads on its own before it replaces anything
+        back = load_checkpoint(
+            tmp
+        )  # the new folder loads on its own before it replaces anything
         assert next(back.model.parameters()).dtype == torch.float32
     size = sum(f.stat().st_size for f in out.iterdir())
-    print(f"shipped {out}: {size / 1e6:.1f} MB, weights averaged over {len(paths)} checkpoint(s)")
+    print(
+        f"shipped {out}: {size / 1e6:.1f} MB, weights averaged over {len(paths)} checkpoint(s)"
+    )
 
 
 # the files `ship` writes: a --keep of one of them would put the old model's file beside the new weights
-COPIED = ("train_config.json", "tokenizer.model", "src_tokenizer.model", "tgt_tokenizer.model")
-WRITTEN = ("model.safetensors", "model_config.json", *COPIED, "metrics.csv", "selection.json", "averaged_checkpoints.json", "decoding.json")
+COPIED = (
+    "train_config.json",
+    "tokenizer.model",
+    "src_tokenizer.model",
+    "tgt_tokenizer.model",
+)
+WRITTEN = (
+    "model.safetensors",
+    "model_config.json",
+    *COPIED,
+    "metrics.csv",
+    "selection.json",
+    "averaged_checkpoints.json",
+    "decoding.json",
+)
 
 
 def _kept(out: Path, names: list[str], replace: bool) -> list[str]:
     """The --keep names, checked before anything is written."""
     if names and not replace:
-        raise InputError("--keep carries files of the folder that --replace replaces: pass --replace too")
+        raise InputError(
+            "--keep carries files of the folder that --replace replaces: pass --replace too"
+        )
     for name in names:
         if name in ("", ".", "..") or Path(name).name != name:
-            raise InputError(f"--keep {name!r}: give the name of a file or folder directly inside {out}")
+            raise InputError(
+                f"--keep {name!r}: give the name of a file or folder directly inside {out}"
+            )
         if name in WRITTEN:
-            raise InputError(f"--keep {name}: ship writes {name} for the new model; keep only hand-written files "
-                             "such as experiments")
+            raise InputError(
+                f"--keep {name}: ship writes {name} for the new model; keep only hand-written files "
+                "such as experiments"
+            )
         if not (out / name).exists():
-            raise InputError(f"--keep {name}: {out / name} does not exist (nothing to keep)")
+            raise InputError(
+                f"--keep {name}: {out / name} does not exist (nothing to keep)"
+            )
     return names
 
 
-def _write_model(ckpt: Checkpoint, run: Path, paths: list[Path], args, tmp: Path) -> None:
+def _write_model(
+    ckpt: Checkpoint, run: Path, paths: list[Path], args, tmp: Path
+) -> None:
     """Write the shipped model's files into the fresh folder `tmp`."""
-    save_model_files(ckpt.model.half(), tmp)  # float16: half the size; load_checkpoint reads it as float32
+    save_model_files(
+        ckpt.model.half(), tmp
+    )  # float16: half the size; load_checkpoint reads it as float32
     for name in COPIED:
         if (ckpt.path / name).is_file():
             shutil.copyfile(ckpt.path / name, tmp / name)
     shutil.copyfile(run / "metrics.csv", tmp / "metrics.csv")
-    if (run / "selection.json").is_file():  # the validation measurements behind this choice
+    if (
+        run / "selection.json"
+    ).is_file():  # the validation measurements behind this choice
         shutil.copyfile(run / "selection.json", tmp / "selection.json")
-    (tmp / "averaged_checkpoints.json").write_text(json.dumps([p.name for p in paths], indent=1) + "\n")
-    (tmp / "decoding.json").write_text(json.dumps({"beam_size": args.beam, "alpha": args.alpha}) + "\n")
+    (tmp / "averaged_checkpoints.json").write_text(
+        json.dumps([p.name for p in paths], indent=1) + "\n"
+    )
+    (tmp / "decoding.json").write_text(
+        json.dumps({"beam_size": args.beam, "alpha": args.alpha}) + "\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,22 +245,58 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     m = commands.add_parser("measure")
     m.add_argument("--run", required=True)
-    m.add_argument("--last", type=int, default=8, help="how many of the newest checkpoints to consider")
-    m.add_argument("--limit", type=int, default=0, help="score only the first N validation sentences")
+    m.add_argument(
+        "--last",
+        type=int,
+        default=8,
+        help="how many of the newest checkpoints to consider",
+    )
+    m.add_argument(
+        "--limit",
+        type=int,
+        default=0,
+        help="score only the first N validation sentences",
+    )
     m.set_defaults(fn=measure)
     s = commands.add_parser("ship")
     s.add_argument("--run", required=True)
-    s.add_argument("--checkpoints", nargs="+", required=True, help="checkpoint names under <run>/checkpoints")
+    s.add_argument(
+        "--checkpoints",
+        nargs="+",
+        required=True,
+        help="checkpoint names under <run>/checkpoints",
+    )
     s.add_argument("--to", required=True)
-    s.add_argument("--beam", type=int, default=4, help="the recommended beam size (written to decoding.json)")
-    s.add_argument("--alpha", type=float, default=0.6, help="the recommended length penalty (decoding.json)")
-    s.add_argument("--replace", action="store_true", help="replace the --to folder if it exists (all of it but --keep)")
-    s.add_argument("--keep", nargs="+", metavar="NAME", help="with --replace: files or folders of the old folder "
-                   "to carry into the new one (hand-written records, e.g. experiments)")
+    s.add_argument(
+        "--beam",
+        type=int,
+        default=4,
+        help="the recommended beam size (written to decoding.json)",
+    )
+    s.add_argument(
+        "--alpha",
+        type=float,
+        default=0.6,
+        help="the recommended length penalty (decoding.json)",
+    )
+    s.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace the --to folder if it exists (all of it but --keep)",
+    )
+    s.add_argument(
+        "--keep",
+        nargs="+",
+        metavar="NAME",
+        help="with --replace: files or folders of the old folder "
+        "to carry into the new one (hand-written records, e.g. experiments)",
+    )
     s.set_defaults(fn=ship)
     args = parser.parse_args(argv)
     try:
-        with torch.no_grad():  # scoped: main() also runs inside other processes (the tests)
+        with (
+            torch.no_grad()
+        ):  # scoped: main() also runs inside other processes (the tests)
             args.fn(args)
     except TransformerError as e:
         print(f"error: {e}", file=sys.stderr)

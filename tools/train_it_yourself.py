@@ -18,6 +18,7 @@ epoch and the BLEU scores. A run scored with `--run-dir` must have been trained 
 (its name and folder aside). Chapter 10 and the README quote this file; `tests/test_numbers_agree.py`
 checks that they agree with it.
 """
+
 import argparse
 import json
 import os
@@ -42,7 +43,10 @@ OUT = ROOT / "notebooks" / "results" / "train_it_yourself.json"
 def cpu_ticks() -> list[int] | None:
     """The machine's CPU time counters (Linux /proc/stat: user, nice, system, idle, iowait, irq, softirq, steal)."""
     try:
-        return [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+        return [
+            int(v)
+            for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+        ]
     except (OSError, ValueError):
         return None
 
@@ -52,10 +56,16 @@ def timed_training(config_path: str) -> dict:
     CPU time that the hypervisor gave to other guests meanwhile ("steal": on a shared cloud machine the same
     run takes longer when the neighbours are busy)."""
     before, t0 = cpu_ticks(), time.perf_counter()
-    subprocess.run([sys.executable, "-m", "transformer", "train", "--config", config_path], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "transformer", "train", "--config", config_path],
+        check=True,
+    )
     wall, after = time.perf_counter() - t0, cpu_ticks()
     child = resource.getrusage(resource.RUSAGE_CHILDREN)
-    timing = {"process_wall_s": round(wall), "process_cpu_s": round(child.ru_utime + child.ru_stime)}
+    timing = {
+        "process_wall_s": round(wall),
+        "process_cpu_s": round(child.ru_utime + child.ru_stime),
+    }
     if before and after:
         spent = [b - a for a, b in zip(before, after)]
         timing["steal_share"] = round(spent[7] / max(sum(spent), 1), 3)
@@ -64,12 +74,22 @@ def timed_training(config_path: str) -> dict:
 
 def bleu(checkpoint, split: str, beam: int) -> float:
     """sacreBLEU of one decoding of `split` (alpha 1.0 with a beam, as shipped), to two decimals."""
-    report = evaluate_checkpoint(checkpoint, split, beam_size=beam, alpha=1.0 if beam > 1 else 0.0)
+    report = evaluate_checkpoint(
+        checkpoint, split, beam_size=beam, alpha=1.0 if beam > 1 else 0.0
+    )
     return round(next(s["score"] for s in report["scores"] if s["metric"] == "BLEU"), 2)
 
 
 # Settings that do not change what is trained: a run of the config may differ from the file in these.
-IGNORED = ("name", "out_dir", "progress", "tensorboard", "log_every", "save_every", "keep_last")
+IGNORED = (
+    "name",
+    "out_dir",
+    "progress",
+    "tensorboard",
+    "log_every",
+    "save_every",
+    "keep_last",
+)
 
 
 def recipe(config: TrainConfig) -> dict:
@@ -81,18 +101,30 @@ def record(config: TrainConfig, run: Path, threads: int) -> dict:
     last = load_checkpoint(run)  # the newest checkpoint: the end of the last epoch
     theirs, ours = recipe(last.train_config), recipe(config)
     if theirs != ours:
-        diff = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
-        raise SystemExit(f"error: {run} was trained with other settings than the config ({', '.join(diff)})")
+        diff = sorted(
+            k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k)
+        )
+        raise SystemExit(
+            f"error: {run} was trained with other settings than the config ({', '.join(diff)})"
+        )
     epochs = [r for r in read_metrics(run) if r["kind"] == "epoch"]
     if len(epochs) < config.optim.epochs:
-        raise SystemExit(f"error: {run} has {len(epochs)} of {config.optim.epochs} epochs; finish it with "
-                         f"`transformer train --config ... --resume` first")
+        raise SystemExit(
+            f"error: {run} has {len(epochs)} of {config.optim.epochs} epochs; finish it with "
+            f"`transformer train --config ... --resume` first"
+        )
     return {
-        "machine": cpu_name(), "threads": threads, "torch": torch.__version__, "recipe": ours,
-        "wall_s": round(float(epochs[-1]["elapsed_s"])), "epochs": len(epochs), "steps": int(epochs[-1]["step"]),
+        "machine": cpu_name(),
+        "threads": threads,
+        "torch": torch.__version__,
+        "recipe": ours,
+        "wall_s": round(float(epochs[-1]["elapsed_s"])),
+        "epochs": len(epochs),
+        "steps": int(epochs[-1]["step"]),
         "elapsed_s_by_epoch": [round(float(r["elapsed_s"])) for r in epochs],
         "valid_ppl_by_epoch": [round(float(r["valid_ppl"]), 2) for r in epochs],
-        "val_bleu_greedy": bleu(last, "val", 1), "val_bleu_beam4": bleu(last, "val", 4),
+        "val_bleu_greedy": bleu(last, "val", 1),
+        "val_bleu_beam4": bleu(last, "val", 4),
         "test_2016_flickr_bleu": bleu(last, "test_2016_flickr", 4),
         "decoding": "beam 4, alpha 1.0; sacreBLEU cased, 13a",
     }
@@ -101,13 +133,22 @@ def record(config: TrainConfig, run: Path, threads: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True)
-    parser.add_argument("--run-dir", help="a finished run of the config: score it, do not train")
-    parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", os.cpu_count())),
-                        help="the threads the training used (default: OMP_NUM_THREADS, else every core)")
+    parser.add_argument(
+        "--run-dir", help="a finished run of the config: score it, do not train"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=int(os.environ.get("OMP_NUM_THREADS", os.cpu_count())),
+        help="the threads the training used (default: OMP_NUM_THREADS, else every core)",
+    )
     args = parser.parse_args()
     config = TrainConfig.from_toml(args.config)
     timing = {} if args.run_dir else timed_training(args.config)
-    entry = {**record(config, Path(args.run_dir or config.out_dir), args.threads), **timing}
+    entry = {
+        **record(config, Path(args.run_dir or config.out_dir), args.threads),
+        **timing,
+    }
     results = json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else {}
     results[Path(args.config).stem] = entry
     atomic_write_text(OUT, json.dumps(results, indent=1, ensure_ascii=False) + "\n")

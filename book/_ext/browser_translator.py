@@ -6,15 +6,27 @@ read from models/) is exported with `transformer.export_onnx` into `_static/tran
 `translator.json` gains the sizes the page downloads, so the box can say how big the download is. An export is
 skipped when the folder already holds one made from the same weights (`weights_sha256`).
 """
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 MARKER = 'class="course-translator"'
-RUNTIME = ["onnxruntime-web/ort.wasm.min.mjs", "onnxruntime-web/ort-wasm-simd-threaded.mjs",
-           "onnxruntime-web/ort-wasm-simd-threaded.wasm", "sentencepiece/sentencepiece.mjs", "translator/translator.mjs"]
-MODEL_FILES = ["encoder.onnx", "decoder.onnx", "source.model", "target.model", "translator.json"]
+RUNTIME = [
+    "onnxruntime-web/ort.wasm.min.mjs",
+    "onnxruntime-web/ort-wasm-simd-threaded.mjs",
+    "onnxruntime-web/ort-wasm-simd-threaded.wasm",
+    "sentencepiece/sentencepiece.mjs",
+    "translator/translator.mjs",
+]
+MODEL_FILES = [
+    "encoder.onnx",
+    "decoder.onnx",
+    "source.model",
+    "target.model",
+    "translator.json",
+]
 
 
 def add_module_where_used(app, pagename, templatename, context, doctree) -> None:
@@ -33,12 +45,22 @@ def export_models(app, exception) -> None:
     for name in SHIPPED_MODELS:
         out = static / "translator-models" / name
         meta_path = out / "translator.json"
-        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-        if meta.get("weights_sha256") != weights_sha256(models_dir() / name) or not all((out / f).is_file() for f in MODEL_FILES):
+        meta = (
+            json.loads(meta_path.read_text(encoding="utf-8"))
+            if meta_path.is_file()
+            else {}
+        )
+        if meta.get("weights_sha256") != weights_sha256(models_dir() / name) or not all(
+            (out / f).is_file() for f in MODEL_FILES
+        ):
             export_onnx(name, out, replace=True)
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        meta["download_bytes"] = {"model": sum((out / f).stat().st_size for f in MODEL_FILES if f != "translator.json"),
-                                  "runtime": runtime}
+        meta["download_bytes"] = {
+            "model": sum(
+                (out / f).stat().st_size for f in MODEL_FILES if f != "translator.json"
+            ),
+            "runtime": runtime,
+        }
         meta_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
 
 

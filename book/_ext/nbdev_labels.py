@@ -5,6 +5,7 @@ On the rendered page that line is noise, so this extension removes every `#|` di
 cells and, above a cell that was exported, writes "exported to transformer/<module>.py", the module
 being the notebook's `#| default_exp` (or the one the directive names). The notebooks are not changed.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,7 +67,9 @@ def label_exports(app, doctree: nodes.document) -> None:
                 label += nodes.literal(text=f"transformer/{target}.py")
                 block.parent.insert(block.parent.index(block), label)
             if not code.strip() and container.parent is not None:
-                container.parent.remove(container)  # a directive-only cell left untagged: nothing to show
+                container.parent.remove(
+                    container
+                )  # a directive-only cell left untagged: nothing to show
 
 
 def setup(app):

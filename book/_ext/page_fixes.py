@@ -7,6 +7,7 @@
   mode with a console error on a reader's first visit. An empty mode is set to "auto" (the theme's own
   default) before the theme's script reads it.
 """
+
 from __future__ import annotations
 
 EMPTY_MODE_IS_AUTO = 'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "auto"; }'
@@ -19,7 +20,10 @@ def keep_scripts_once(app, pagename, templatename, context, doctree) -> None:
     seen, unique = set(), []
     for script in scripts:
         attributes = getattr(script, "attributes", {})
-        key = (getattr(script, "filename", script) or "", tuple(sorted(attributes.items())))  # None and '' alike
+        key = (
+            getattr(script, "filename", script) or "",
+            tuple(sorted(attributes.items())),
+        )  # None and '' alike
         if key not in seen:
             seen.add(key)
             unique.append(script)

@@ -15,7 +15,9 @@ from .attention import check_attention_inputs
 from .modern import ModelConfig
 
 # %% ../../notebooks/17_attention_cost.ipynb #eaf27971
-def tiled_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, block: int = 128) -> Tensor:
+def tiled_attention(
+    Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, block: int = 128
+) -> Tensor:
     """`attention(Q, K, V, mask)[0]` computed one block of keys at a time, never forming the (T, S) matrix.
 
     The online softmax: each query keeps a running maximum m of its scores, a running sum l of
@@ -26,7 +28,9 @@ def tiled_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None,
     Memory: one (..., T, block) slice of scores at a time.
     """
     if isinstance(block, bool) or not isinstance(block, numbers.Integral) or block < 1:
-        raise ValueError(f"block={block!r}: a block is an integer number of keys, at least 1")
+        raise ValueError(
+            f"block={block!r}: a block is an integer number of keys, at least 1"
+        )
     check_attention_inputs(Q, K, V, mask)
     T, S = Q.shape[-2], K.shape[-2]
     batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
@@ -35,17 +39,25 @@ def tiled_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None,
     o = Q.new_zeros((*batch, T, V.shape[-1]))  # running sum of exp(score - m) * value
     for start in range(0, S, block):
         keys = slice(start, min(start + block, S))
-        scores = Q @ K[..., keys, :].transpose(-2, -1) / math.sqrt(Q.shape[-1])  # (..., T, b): this block only
+        scores = (
+            Q @ K[..., keys, :].transpose(-2, -1) / math.sqrt(Q.shape[-1])
+        )  # (..., T, b): this block only
         if mask is not None:
             scores = scores.masked_fill(~mask[..., keys], -math.inf)
         m_new = torch.maximum(m, scores.amax(-1, keepdim=True))  # (..., T, 1)
-        shift = m_new.masked_fill(m_new == -math.inf, 0.0)  # no allowed key yet: nothing to shift by
+        shift = m_new.masked_fill(
+            m_new == -math.inf, 0.0
+        )  # no allowed key yet: nothing to shift by
         p = torch.exp(scores - shift)  # (..., T, b); masked keys give exp(-inf) = 0
-        rescale = torch.exp(m - shift)  # (..., T, 1): moves l and o to the new maximum (0 while m is -inf)
+        rescale = torch.exp(
+            m - shift
+        )  # (..., T, 1): moves l and o to the new maximum (0 while m is -inf)
         l = l * rescale + p.sum(-1, keepdim=True)
         o = o * rescale + p @ V[..., keys, :]
         m = m_new
-    return torch.where(l > 0, o / l.clamp_min(torch.finfo(l.dtype).tiny), torch.zeros_like(o))  # (..., T, D_v)
+    return torch.where(
+        l > 0, o / l.clamp_min(torch.finfo(l.dtype).tiny), torch.zeros_like(o)
+    )  # (..., T, D_v)
 
 # %% ../../notebooks/17_attention_cost.ipynb #2d36faeb
 class _LargestResult(TorchFunctionMode):
@@ -59,7 +71,10 @@ class _LargestResult(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         for t in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(t, Tensor) and t.nbytes > self.nbytes:
-                self.nbytes, self.function = t.nbytes, getattr(func, "__name__", str(func))
+                self.nbytes, self.function = (
+                    t.nbytes,
+                    getattr(func, "__name__", str(func)),
+                )
         return out
 
 
@@ -74,21 +89,38 @@ def largest_result(run) -> tuple[int, str]:
     return mode.nbytes, mode.function
 
 # %% ../../notebooks/17_attention_cost.ipynb #76c56864
-def kv_cache_bytes(config: ModelConfig, target_len: int, source_len: int, batch: int = 1,
-                   bytes_per_number: int = 4) -> dict:
+def kv_cache_bytes(
+    config: ModelConfig,
+    target_len: int,
+    source_len: int,
+    batch: int = 1,
+    bytes_per_number: int = 4,
+) -> dict:
     """Bytes of the decoder's key/value cache after `target_len` steps over a source of `source_len` tokens.
 
     Every decoder layer keeps a key and a value of `kv_heads` heads of width d_model / num_heads per target
     token (self-attention) and per source token (cross-attention): 2 * N * h_kv * D_h numbers per token.
     """
     d_head = config.d_model // config.num_heads
-    per_token = 2 * config.num_decoder_layers * (config.kv_heads or config.num_heads) * d_head * bytes_per_number
-    return {"per_token": per_token, "self_attention": batch * target_len * per_token,
-            "cross_attention": batch * source_len * per_token}
+    per_token = (
+        2
+        * config.num_decoder_layers
+        * (config.kv_heads or config.num_heads)
+        * d_head
+        * bytes_per_number
+    )
+    return {
+        "per_token": per_token,
+        "self_attention": batch * target_len * per_token,
+        "cross_attention": batch * source_len * per_token,
+    }
 
 
 def cache_nbytes(cache) -> dict:
     """Bytes a `KVCache` (chapter 03) holds, counted from its tensors: self- and cross-attention."""
-    count = lambda fixed: sum(K.nbytes + V.nbytes for block, (K, V) in cache.entries.items()
-                              if (block in cache.fixed) == fixed)
+    count = lambda fixed: sum(
+        K.nbytes + V.nbytes
+        for block, (K, V) in cache.entries.items()
+        if (block in cache.fixed) == fixed
+    )
     return {"self_attention": count(False), "cross_attention": count(True)}

@@ -15,8 +15,14 @@ def average_weights(state_dicts: Sequence[dict[str, Tensor]]) -> dict[str, Tenso
         raise ValueError("no checkpoints to average: give at least one state dict")
     names = list(state_dicts[0])
     for other in state_dicts[1:]:
-        if list(other) != names or any(other[k].shape != state_dicts[0][k].shape for k in names):
-            raise ValueError("the checkpoints hold different tensors: average checkpoints of one run only")
+        if list(other) != names or any(
+            other[k].shape != state_dicts[0][k].shape for k in names
+        ):
+            raise ValueError(
+                "the checkpoints hold different tensors: average checkpoints of one run only"
+            )
     n = len(state_dicts)
-    return {k: (sum(sd[k].double() for sd in state_dicts) / n).to(state_dicts[0][k].dtype) for k in names}
-
+    return {
+        k: (sum(sd[k].double() for sd in state_dicts) / n).to(state_dicts[0][k].dtype)
+        for k in names
+    }

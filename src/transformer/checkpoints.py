@@ -23,16 +23,28 @@ from torch import Tensor
 
 from .config import TrainConfig, parse_config
 from .corpora import split_pairs_for
-from .errors import CheckpointError, CheckpointNotFoundError, ConfigError, InputError
+from transformer.errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    ConfigError,
+    InputError,
+)
 from .evaluation import evaluate_pairs
-from .files import atomic_folder, check_regular_file, expand_user, read_regular_file
+from transformer.files import (
+    atomic_folder,
+    check_regular_file,
+    expand_user,
+    read_regular_file,
+)
 from .memory import check_device, check_fits
 from .model import Transformer
 from .modern import ModelConfig, build_model
 from .tokenizer import Tokenizer
 
 # %% ../../notebooks/93_checkpoints.ipynb #c15c13eb
-_JSON_LIMIT = 64 << 20  # bytes: a checkpoint's JSON files are settings and structure (the tensors are elsewhere)
+_JSON_LIMIT = (
+    64 << 20
+)  # bytes: a checkpoint's JSON files are settings and structure (the tensors are elsewhere)
 
 
 def _to_tree(obj, tensors: dict):
@@ -51,7 +63,9 @@ def _to_tree(obj, tensors: dict):
         return [_to_tree(v, tensors) for v in obj]
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
-    raise TypeError(f"cannot store a {type(obj).__name__} in a training state without pickling it")
+    raise TypeError(
+        f"cannot store a {type(obj).__name__} in a training state without pickling it"
+    )
 
 
 def _from_tree(tree, tensors: dict):
@@ -82,14 +96,27 @@ def load_training_state(directory: Path) -> dict:
     check_regular_file(directory / "training_state.safetensors", error=CheckpointError)
     tensors = load_file(str(directory / "training_state.safetensors"))
     try:
-        text = read_regular_file(directory / "training_state.json", _JSON_LIMIT, CheckpointError).decode("utf-8")
+        text = read_regular_file(
+            directory / "training_state.json", _JSON_LIMIT, CheckpointError
+        ).decode("utf-8")
         return _from_tree(json.loads(text), tensors)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, KeyError, TypeError, AttributeError) as e:
-        raise CheckpointError(f"{directory / 'training_state.json'} is damaged ({type(e).__name__}: {str(e)[:80]}): "
-                              "resume from another checkpoint, or start a new run") from None
+    except (
+        UnicodeDecodeError,
+        json.JSONDecodeError,
+        RecursionError,
+        KeyError,
+        TypeError,
+        AttributeError,
+    ) as e:
+        raise CheckpointError(
+            f"{directory / 'training_state.json'} is damaged ({type(e).__name__}: {str(e)[:80]}): "
+            "resume from another checkpoint, or start a new run"
+        ) from None
 
 # %% ../../notebooks/93_checkpoints.ipynb #668374ac
-_CHECKPOINT_NAME = re.compile(r"\w[\w.-]*")  # one folder name: no path separator, never "." or ".."
+_CHECKPOINT_NAME = re.compile(
+    r"\w[\w.-]*"
+)  # one folder name: no path separator, never "." or ".."
 
 
 def _pointer_name(checkpoints: Path, pointer: str) -> str | None:
@@ -101,15 +128,27 @@ def _pointer_name(checkpoints: Path, pointer: str) -> str | None:
     p = Path(checkpoints) / pointer
     if not p.is_file():
         return None
-    name = read_regular_file(p, 4096, CheckpointError).decode("utf-8", errors="replace").strip()
-    named = _CHECKPOINT_NAME.fullmatch(name) is not None  # checked first: a path with a NUL cannot even be resolved
+    name = (
+        read_regular_file(p, 4096, CheckpointError)
+        .decode("utf-8", errors="replace")
+        .strip()
+    )
+    named = (
+        _CHECKPOINT_NAME.fullmatch(name) is not None
+    )  # checked first: a path with a NUL cannot even be resolved
     try:
-        inside = named and (Path(checkpoints) / name).resolve().parent == Path(checkpoints).resolve()
+        inside = (
+            named
+            and (Path(checkpoints) / name).resolve().parent
+            == Path(checkpoints).resolve()
+        )
     except (RuntimeError, OSError):  # a symlink loop: no folder at all
         inside = False
     if not inside:
-        raise CheckpointError(f"{p} holds {name[:60]!r}, not the name of a checkpoint folder beside it (such as "
-                              "step-00000026): write the name of one of the step-* folders into it")
+        raise CheckpointError(
+            f"{p} holds {name[:60]!r}, not the name of a checkpoint folder beside it (such as "
+            "step-00000026): write the name of one of the step-* folders into it"
+        )
     return name
 
 
@@ -137,7 +176,9 @@ def checkpoint_problem(directory: Path) -> str | None:
             return f"{name}: {e}"
     for name in ("model_config.json", "train_config.json", "training_state.json"):
         try:
-            json.loads(read_regular_file(directory / name, _JSON_LIMIT, CheckpointError))
+            json.loads(
+                read_regular_file(directory / name, _JSON_LIMIT, CheckpointError)
+            )
         except Exception as e:
             return f"{name}: {e}"
     try:  # the tokenizer(s), which every later checkpoint of a resumed run copies
@@ -156,35 +197,58 @@ def resumable_checkpoint(checkpoints: Path) -> Path | None:
     try:
         latest = latest_checkpoint(checkpoints)
     except CheckpointError as e:  # a pointer to no folder beside it: the step-* folders still say which is newest
-        print(f"warning: {e}; resuming from the newest intact step-* folder instead", file=sys.stderr)
+        print(
+            f"warning: {e}; resuming from the newest intact step-* folder instead",
+            file=sys.stderr,
+        )
         latest = None
-    steps = sorted((p for p in Path(checkpoints).glob("step-*") if p.is_dir()), reverse=True)
+    steps = sorted(
+        (p for p in Path(checkpoints).glob("step-*") if p.is_dir()), reverse=True
+    )
     candidates = ([latest] if latest else []) + [p for p in steps if p != latest]
     problems = []
     for candidate in candidates:
         problem = checkpoint_problem(candidate)
         if problem is None:
             if problems:
-                print(f"resuming from {candidate.name}, the newest intact checkpoint", file=sys.stderr)
+                print(
+                    f"resuming from {candidate.name}, the newest intact checkpoint",
+                    file=sys.stderr,
+                )
             return candidate
         problems.append(f"{candidate.name} ({problem})")
-        print(f"warning: checkpoint {candidate / problem.split(':')[0]} is damaged: {problem}; "
-              "trying an older checkpoint", file=sys.stderr)
+        print(
+            f"warning: checkpoint {candidate / problem.split(':')[0]} is damaged: {problem}; "
+            "trying an older checkpoint",
+            file=sys.stderr,
+        )
     if problems:
-        raise CheckpointNotFoundError(f"no intact checkpoint under {checkpoints}: {'; '.join(problems)}. Start a new "
-                                      "run in another out_dir, or restore a copy of the checkpoints")
+        raise CheckpointNotFoundError(
+            f"no intact checkpoint under {checkpoints}: {'; '.join(problems)}. Start a new "
+            "run in another out_dir, or restore a copy of the checkpoints"
+        )
     return None
 
 
 def save_model_files(model: Transformer, folder: Path) -> None:
     """model.safetensors, whose metadata repeats the model config (tying the weights to it), and model_config.json:
     the model's part of a checkpoint or of a shipped model's folder."""
-    save_model(model, str(folder / "model.safetensors"), metadata={"model_config": model.config.to_json()})
+    save_model(
+        model,
+        str(folder / "model.safetensors"),
+        metadata={"model_config": model.config.to_json()},
+    )
     (folder / "model_config.json").write_text(model.config.to_json())
 
 
-def save_checkpoint(directory: Path, *, model: Transformer, train_config: TrainConfig,
-                    tokenizer_files: dict[str, Path], state: dict) -> Path:
+def save_checkpoint(
+    directory: Path,
+    *,
+    model: Transformer,
+    train_config: TrainConfig,
+    tokenizer_files: dict[str, Path],
+    state: dict,
+) -> Path:
     """Write one complete checkpoint directory, atomically.
 
     Everything goes into a temporary directory beside it, which is renamed into place only when
@@ -193,7 +257,9 @@ def save_checkpoint(directory: Path, *, model: Transformer, train_config: TrainC
     model_config.json, train_config.json, the tokenizer model(s),
     training_state.json + training_state.safetensors (optimiser, scheduler, RNG, data position).
     """
-    with atomic_folder(directory, replace=True) as tmp:  # replace: a leftover of a crashed run that no pointer names
+    with atomic_folder(
+        directory, replace=True
+    ) as tmp:  # replace: a leftover of a crashed run that no pointer names
         save_model_files(model, tmp)
         (tmp / "train_config.json").write_text(train_config.to_json())
         for name, path in tokenizer_files.items():
@@ -203,7 +269,14 @@ def save_checkpoint(directory: Path, *, model: Transformer, train_config: TrainC
 
 
 def prune_checkpoints(checkpoints: Path, keep_last: int) -> None:
-    keep = {p.resolve() for p in (latest_checkpoint(checkpoints), latest_checkpoint(checkpoints, "best")) if p}
+    keep = {
+        p.resolve()
+        for p in (
+            latest_checkpoint(checkpoints),
+            latest_checkpoint(checkpoints, "best"),
+        )
+        if p
+    }
     steps = sorted(checkpoints.glob("step-*"))
     for old in steps[:-keep_last]:
         if old.resolve() not in keep:
@@ -215,6 +288,7 @@ def prune_checkpoints(checkpoints: Path, keep_last: int) -> None:
 @dataclass
 class Checkpoint:
     """A trained model with what it needs to translate: its tokenizers and configs."""
+
     model: Transformer
     src_tokenizer: Tokenizer
     tgt_tokenizer: Tokenizer
@@ -232,27 +306,39 @@ def resolve_checkpoint(path: str | Path, pointer: str = "latest") -> Path:
         if name is not None:
             if (candidate / name / "model.safetensors").is_file():
                 return candidate / name
-            raise CheckpointNotFoundError(f"{candidate / pointer} names {name}, but {candidate / name} holds no "
-                                          "model.safetensors: write the name of one of the step-* folders into it")
-    raise CheckpointNotFoundError(f"no checkpoint found at {path}: give a run's out_dir or a checkpoint directory "
-                                  "(one holding model.safetensors)")
+            raise CheckpointNotFoundError(
+                f"{candidate / pointer} names {name}, but {candidate / name} holds no "
+                "model.safetensors: write the name of one of the step-* folders into it"
+            )
+    raise CheckpointNotFoundError(
+        f"no checkpoint found at {path}: give a run's out_dir or a checkpoint directory "
+        "(one holding model.safetensors)"
+    )
 
 
 def _read_json(path: Path) -> dict:
     """One of a checkpoint's JSON files, as a dict; `CheckpointError` names the file if it is missing or damaged."""
     try:
-        data = json.loads(read_regular_file(path, _JSON_LIMIT, CheckpointError).decode("utf-8"))
+        data = json.loads(
+            read_regular_file(path, _JSON_LIMIT, CheckpointError).decode("utf-8")
+        )
     except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing: the checkpoint is incomplete; copy it again, or use another "
-                              "checkpoint") from None
+        raise CheckpointError(
+            f"{path} is missing: the checkpoint is incomplete; copy it again, or use another "
+            "checkpoint"
+        ) from None
     except OSError as e:
         raise CheckpointError(f"{path} cannot be read: {e.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise CheckpointError(f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): copy the checkpoint "
-                              "again, or use another checkpoint") from None
+        raise CheckpointError(
+            f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): copy the checkpoint "
+            "again, or use another checkpoint"
+        ) from None
     if not isinstance(data, dict):
-        raise CheckpointError(f"{path} holds a JSON {type(data).__name__}, not an object of settings: copy the "
-                              "checkpoint again, or use another checkpoint")
+        raise CheckpointError(
+            f"{path} holds a JSON {type(data).__name__}, not an object of settings: copy the "
+            "checkpoint again, or use another checkpoint"
+        )
     return data
 
 
@@ -263,9 +349,13 @@ def _read_model_config(directory: Path) -> ModelConfig:
     try:
         if unknown:
             raise ConfigError(f"unknown setting(s) {unknown}")
-        return parse_config(ModelConfig, data)  # strict: types checked, then the model's own checks
+        return parse_config(
+            ModelConfig, data
+        )  # strict: types checked, then the model's own checks
     except ConfigError as e:
-        raise CheckpointError(f"{path}: {e}; copy the model_config.json that was saved with these weights") from None
+        raise CheckpointError(
+            f"{path}: {e}; copy the model_config.json that was saved with these weights"
+        ) from None
 
 
 def read_train_config(directory: Path) -> TrainConfig:
@@ -273,10 +363,17 @@ def read_train_config(directory: Path) -> TrainConfig:
     try:
         return TrainConfig.from_dict(_read_json(path))
     except ConfigError as e:
-        raise CheckpointError(f"{path}: {e}; copy the train_config.json that was saved with these weights") from None
+        raise CheckpointError(
+            f"{path}: {e}; copy the train_config.json that was saved with these weights"
+        ) from None
 
 
-_FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")  # safetensors' names: a model's weights are one of these
+_FLOAT_DTYPES = (
+    "F16",
+    "BF16",
+    "F32",
+    "F64",
+)  # safetensors' names: a model's weights are one of these
 
 
 def _stored_tensors(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -285,25 +382,49 @@ def _stored_tensors(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
     Opening the file checks that every tensor the header lists lies inside it, so a copy cut short is caught here.
     """
     try:
-        check_regular_file(path, error=CheckpointError)  # safetensors would wait forever on a named pipe
+        check_regular_file(
+            path, error=CheckpointError
+        )  # safetensors would wait forever on a named pipe
         with safe_open(str(path), framework="pt") as f:
-            return {k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape())) for k in f.keys()}
-    except FileNotFoundError:  # gone between finding and reading: a training run pruned it
-        raise CheckpointError(f"{path} disappeared while it was read (a training run pruning its old checkpoints?): "
-                              "try again") from None
-    except (SafetensorError, OSError) as e:  # missing, truncated, or not safetensors at all
-        raise CheckpointError(f"{path} cannot be read ({e}): the file is damaged or was cut short; copy it again, "
-                              "or use another checkpoint") from None
+            return {
+                k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape()))
+                for k in f.keys()
+            }
+    except (
+        FileNotFoundError
+    ):  # gone between finding and reading: a training run pruned it
+        raise CheckpointError(
+            f"{path} disappeared while it was read (a training run pruning its old checkpoints?): "
+            "try again"
+        ) from None
+    except (
+        SafetensorError,
+        OSError,
+    ) as e:  # missing, truncated, or not safetensors at all
+        raise CheckpointError(
+            f"{path} cannot be read ({e}): the file is damaged or was cut short; copy it again, "
+            "or use another checkpoint"
+        ) from None
 
 
 def _sizes_in(stored: dict) -> dict[str, int]:
     """The sizes that the stored shapes fix whatever the parts: d_model, the vocabularies, the layer counts (the
     tensors of every part are compared one by one in `load_weights`)."""
-    sizes = {f"num_{part}_layers": len({k.split(".")[2] for k in stored if k.startswith(f"{part}.layers.")})
-             for part in ("encoder", "decoder")}
-    tied = ("generator.weight", "tgt_embed.embedding.weight")  # one tensor under one of its names when tied
-    for size, names, dim in (("d_model", tied, 1), ("tgt_vocab_size", tied, 0),
-                             ("src_vocab_size", ("src_embed.embedding.weight",), 0)):  # absent when shared
+    sizes = {
+        f"num_{part}_layers": len(
+            {k.split(".")[2] for k in stored if k.startswith(f"{part}.layers.")}
+        )
+        for part in ("encoder", "decoder")
+    }
+    tied = (
+        "generator.weight",
+        "tgt_embed.embedding.weight",
+    )  # one tensor under one of its names when tied
+    for size, names, dim in (
+        ("d_model", tied, 1),
+        ("tgt_vocab_size", tied, 0),
+        ("src_vocab_size", ("src_embed.embedding.weight",), 0),
+    ):  # absent when shared
         name = next((n for n in names if n in stored and len(stored[n][1]) > dim), None)
         if name is not None:
             sizes[size] = stored[name][1][dim]
@@ -314,62 +435,96 @@ def _check_stored(stored: dict, config: ModelConfig, path: Path) -> None:
     """Refuse weights that are not floating point, or whose sizes are not those of model_config.json."""
     for name, (dtype, _) in stored.items():
         if dtype not in _FLOAT_DTYPES:
-            raise CheckpointError(f"{path}: tensor {name!r} is stored as {dtype}, but a model's weights are floating "
-                                  f"point ({', '.join(_FLOAT_DTYPES)}): this file does not hold trained weights; copy "
-                                  "or train them again")
+            raise CheckpointError(
+                f"{path}: tensor {name!r} is stored as {dtype}, but a model's weights are floating "
+                f"point ({', '.join(_FLOAT_DTYPES)}): this file does not hold trained weights; copy "
+                "or train them again"
+            )
     wrong = {k: v for k, v in _sizes_in(stored).items() if getattr(config, k) != v}
     if wrong:
         said = ", ".join(f"{k}={getattr(config, k)}" for k in wrong)
         held = ", ".join(f"{k}={v}" for k, v in wrong.items())
-        raise CheckpointError(f"{path.with_name('model_config.json')} does not match the weights beside it: it says "
-                              f"{said}, but {path.name} holds {held}; copy the model_config.json that was saved with "
-                              "these weights")
+        raise CheckpointError(
+            f"{path.with_name('model_config.json')} does not match the weights beside it: it says "
+            f"{said}, but {path.name} holds {held}; copy the model_config.json that was saved with "
+            "these weights"
+        )
 
 
-def load_weights(model: Transformer, path: Path, device: str | torch.device = "cpu") -> None:
+def load_weights(
+    model: Transformer, path: Path, device: str | torch.device = "cpu"
+) -> None:
     """Load a safetensors file into `model`, after checking that it holds this model's weights, all finite."""
     stored = _stored_tensors(path)
     _check_stored(stored, model.config, path)
     expected = model.state_dict()
-    differ = [n for n in stored if n not in expected or tuple(expected[n].shape) != stored[n][1]]
-    present = {expected[n].data_ptr() for n in stored if n in expected}  # a tied weight is stored under one name
-    missing = [n for n, t in expected.items() if n not in stored and t.data_ptr() not in present]
+    differ = [
+        n
+        for n in stored
+        if n not in expected or tuple(expected[n].shape) != stored[n][1]
+    ]
+    present = {
+        expected[n].data_ptr() for n in stored if n in expected
+    }  # a tied weight is stored under one name
+    missing = [
+        n
+        for n, t in expected.items()
+        if n not in stored and t.data_ptr() not in present
+    ]
     if differ or missing:
         first = differ[0] if differ else missing[0]
-        raise CheckpointError(f"{path} and model_config.json describe different models: {len(differ)} stored "
-                              f"tensor(s) differ in name or shape and {len(missing)} are missing (the first: "
-                              f"{first!r}); copy the model_config.json that was saved with these weights")
+        raise CheckpointError(
+            f"{path} and model_config.json describe different models: {len(differ)} stored "
+            f"tensor(s) differ in name or shape and {len(missing)} are missing (the first: "
+            f"{first!r}); copy the model_config.json that was saved with these weights"
+        )
     load_model(model, str(path), device=str(device))
     state = model.state_dict()
     for name in stored:
         bad = ~torch.isfinite(state[name])
         if bad.any():
-            raise CheckpointError(f"{path}: tensor {name!r} holds {int(bad.sum())} NaN or infinite value(s) of "
-                                  f"{bad.numel()}: the weights are damaged, or the run that wrote them diverged; use "
-                                  "an earlier checkpoint")
+            raise CheckpointError(
+                f"{path}: tensor {name!r} holds {int(bad.sum())} NaN or infinite value(s) of "
+                f"{bad.numel()}: the weights are damaged, or the run that wrote them diverged; use "
+                "an earlier checkpoint"
+            )
 
 
-def load_tokenizers(directory: Path, shared: bool | None = None) -> tuple[Tokenizer, Tokenizer]:
+def load_tokenizers(
+    directory: Path, shared: bool | None = None
+) -> tuple[Tokenizer, Tokenizer]:
     """(source, target) tokenizers: one `tokenizer.model` for a shared vocabulary, else `src_/tgt_tokenizer.model`.
 
     `shared=None`: whichever the directory holds.
     """
     if shared is None:
         shared = (directory / "tokenizer.model").is_file()
-    names = ("tokenizer.model",) if shared else ("src_tokenizer.model", "tgt_tokenizer.model")
+    names = (
+        ("tokenizer.model",)
+        if shared
+        else ("src_tokenizer.model", "tgt_tokenizer.model")
+    )
     tokenizers = []
     for name in names:
         if not (directory / name).exists():
             kind = "one shared vocabulary" if shared else "two vocabularies"
-            raise CheckpointError(f"{directory / name} is missing: a model with {kind} needs {' and '.join(names)} "
-                                  "beside its weights; copy the one saved with them")
+            raise CheckpointError(
+                f"{directory / name} is missing: a model with {kind} needs {' and '.join(names)} "
+                "beside its weights; copy the one saved with them"
+            )
         try:
             tokenizers.append(Tokenizer.load(directory / name))
         except ValueError as e:  # not a sentencepiece model, not the course's special ids, or not a regular file
-            raise CheckpointError(str(e) if str(e).startswith(str(directory)) else f"{directory / name}: {e}") from None
+            raise CheckpointError(
+                str(e)
+                if str(e).startswith(str(directory))
+                else f"{directory / name}: {e}"
+            ) from None
         except OSError as e:  # a symlink loop, a file that cannot be read
-            raise CheckpointError(f"{directory / name} cannot be read ({e.strerror}): copy the one saved with the "
-                                  "weights") from None
+            raise CheckpointError(
+                f"{directory / name} cannot be read ({e.strerror}): copy the one saved with the "
+                "weights"
+            ) from None
     return (tokenizers[0], tokenizers[0]) if shared else (tokenizers[0], tokenizers[1])
 
 
@@ -379,20 +534,30 @@ def model_bytes(config: ModelConfig) -> int:
     A model is the same layer repeated, so it is built with one and two layers per stack and the count extended
     in a line to the config's layer counts: a million layers cost three small models, not a million modules.
     """
+
     def counted(encoder_layers: int, decoder_layers: int) -> int:
-        small = dataclasses.replace(config, num_encoder_layers=encoder_layers, num_decoder_layers=decoder_layers)
+        small = dataclasses.replace(
+            config, num_encoder_layers=encoder_layers, num_decoder_layers=decoder_layers
+        )
         with torch.device("meta"):
             model = build_model(small)
         return sum(t.numel() * 4 for t in (*model.parameters(), *model.buffers()))
 
     base = counted(1, 1)
     per_encoder_layer, per_decoder_layer = counted(2, 1) - base, counted(1, 2) - base
-    return (base + (config.num_encoder_layers - 1) * per_encoder_layer
-            + (config.num_decoder_layers - 1) * per_decoder_layer)
+    return (
+        base
+        + (config.num_encoder_layers - 1) * per_encoder_layer
+        + (config.num_decoder_layers - 1) * per_decoder_layer
+    )
 
 
-def _check_config_is_the_saved_one(directory: Path, config: ModelConfig, train_config: TrainConfig,
-                                   device: str | torch.device) -> None:
+def _check_config_is_the_saved_one(
+    directory: Path,
+    config: ModelConfig,
+    train_config: TrainConfig,
+    device: str | torch.device,
+) -> None:
     """Refuse a model_config.json edited after the weights were saved (they carry a copy of it in their metadata;
     weights saved before that copy was kept load as before), a max_len below what the model was trained on, and
     a model this machine cannot hold, before anything is allocated."""
@@ -403,27 +568,42 @@ def _check_config_is_the_saved_one(directory: Path, config: ModelConfig, train_c
         try:
             saved = json.loads(saved)
         except (json.JSONDecodeError, RecursionError) as e:
-            raise CheckpointError(f"{path}: its metadata's model_config is damaged ({e}); copy the weights again") from None
+            raise CheckpointError(
+                f"{path}: its metadata's model_config is damaged ({e}); copy the weights again"
+            ) from None
         if not isinstance(saved, dict):
-            raise CheckpointError(f"{path}: its metadata's model_config is a JSON {type(saved).__name__}, not the "
-                                  "config the weights were saved with; copy the weights again")
+            raise CheckpointError(
+                f"{path}: its metadata's model_config is a JSON {type(saved).__name__}, not the "
+                "config the weights were saved with; copy the weights again"
+            )
         differ = [k for k, v in config.to_dict().items() if saved.get(k, v) != v]
         if differ:
             said = ", ".join(f"{k}={getattr(config, k)!r}" for k in differ)
             held = ", ".join(f"{k}={saved[k]!r}" for k in differ)
-            raise CheckpointError(f"{directory / 'model_config.json'} is not the config these weights were saved with: "
-                                  f"it says {said}, but {path.name} was saved with {held}; copy the model_config.json "
-                                  "that was saved with these weights")
+            raise CheckpointError(
+                f"{directory / 'model_config.json'} is not the config these weights were saved with: "
+                f"it says {said}, but {path.name} was saved with {held}; copy the model_config.json "
+                "that was saved with these weights"
+            )
     if config.max_len < train_config.data.max_len:
-        raise CheckpointError(f"{directory / 'model_config.json'} says max_len={config.max_len}, but the model was "
-                              f"trained on sentences of up to {train_config.data.max_len} tokens (train_config.json): "
-                              "copy the model_config.json that was saved with these weights")
-    check_fits(model_bytes(config), device, f"the model that {directory / 'model_config.json'} describes",
-               "its sizes (max_len, d_model, d_ff: copy the model_config.json saved with these weights), or load it "
-               "on a machine with more memory", CheckpointError)
+        raise CheckpointError(
+            f"{directory / 'model_config.json'} says max_len={config.max_len}, but the model was "
+            f"trained on sentences of up to {train_config.data.max_len} tokens (train_config.json): "
+            "copy the model_config.json that was saved with these weights"
+        )
+    check_fits(
+        model_bytes(config),
+        device,
+        f"the model that {directory / 'model_config.json'} describes",
+        "its sizes (max_len, d_model, d_ff: copy the model_config.json saved with these weights), or load it "
+        "on a machine with more memory",
+        CheckpointError,
+    )
 
 
-def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", pointer: str = "latest") -> Checkpoint:
+def load_checkpoint(
+    path: str | Path, device: str | torch.device = "cpu", pointer: str = "latest"
+) -> Checkpoint:
     """Load a trained model (in eval mode) and its tokenizers, without unpickling anything.
 
     Every file is checked before it is used: a missing or damaged file, weights that are not floating point or
@@ -431,26 +611,40 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", pointe
     raises `CheckpointError`, naming the file.
     """
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
-        raise InputError(f"path={path!r}: give a run's folder or a checkpoint folder (load_translator also takes a "
-                         "shipped model's name)")
+        raise InputError(
+            f"path={path!r}: give a run's folder or a checkpoint folder (load_translator also takes a "
+            "shipped model's name)"
+        )
     if pointer not in ("latest", "best"):
-        raise InputError(f"pointer={pointer!r}: a run's checkpoints are named by 'latest' or 'best'")
+        raise InputError(
+            f"pointer={pointer!r}: a run's checkpoints are named by 'latest' or 'best'"
+        )
     device = check_device(device)
     directory = resolve_checkpoint(path, pointer)
     model_config = _read_model_config(directory)
     train_config = read_train_config(directory)
-    _check_stored(_stored_tensors(directory / "model.safetensors"), model_config, directory / "model.safetensors")
+    _check_stored(
+        _stored_tensors(directory / "model.safetensors"),
+        model_config,
+        directory / "model.safetensors",
+    )
     src_tok, tgt_tok = load_tokenizers(directory, shared=train_config.data.shared_vocab)
-    for tok, side, size in ((src_tok, "source", model_config.src_vocab_size),
-                            (tgt_tok, "target", model_config.tgt_vocab_size)):
+    for tok, side, size in (
+        (src_tok, "source", model_config.src_vocab_size),
+        (tgt_tok, "target", model_config.tgt_vocab_size),
+    ):
         if tok.vocab_size != size:
-            raise CheckpointError(f"{tok.model_path} has {tok.vocab_size} pieces, but model_config.json gives the "
-                                  f"{side} vocabulary {size}: it is not the tokenizer these weights were trained "
-                                  "with; copy the one saved with them")
+            raise CheckpointError(
+                f"{tok.model_path} has {tok.vocab_size} pieces, but model_config.json gives the "
+                f"{side} vocabulary {size}: it is not the tokenizer these weights were trained "
+                "with; copy the one saved with them"
+            )
     _check_config_is_the_saved_one(directory, model_config, train_config, device)
     model = build_model(model_config)
     load_weights(model, directory / "model.safetensors", device)
-    return Checkpoint(model.to(device).eval(), src_tok, tgt_tok, train_config, directory)
+    return Checkpoint(
+        model.to(device).eval(), src_tok, tgt_tok, train_config, directory
+    )
 
 # %% ../../notebooks/93_checkpoints.ipynb #c71c1f26
 SHIPPED_MODELS = ("multi30k-de-en", "tatoeba-en-zh")
@@ -465,7 +659,9 @@ def models_dir() -> Path:
     if env:
         return Path(env)
     package = Path(transformer.__file__).resolve().parent
-    shipped = package / "_shipped" / "models"  # written by setup.py's build step, only into a wheel
+    shipped = (
+        package / "_shipped" / "models"
+    )  # written by setup.py's build step, only into a wheel
     return shipped if shipped.is_dir() else package.parents[1] / "models"
 
 
@@ -477,27 +673,39 @@ def _holds_a_checkpoint(path: Path) -> bool:
     return True
 
 
-def load_translator(model: str | Path = "multi30k-de-en", device: str | torch.device = "cpu"):
+def load_translator(
+    model: str | Path = "multi30k-de-en", device: str | torch.device = "cpu"
+):
     """A shipped model by name (see `SHIPPED_MODELS`), or a run / checkpoint directory -> `Checkpoint`.
 
     The checkpoint holds the model (in eval mode, float32) and its tokenizers; nothing is unpickled. A missing,
     damaged or inconsistent model raises `CheckpointError` (`CheckpointNotFoundError` if there is none), naming the file.
     """
     if not isinstance(model, (str, os.PathLike)) or not str(model).strip():
-        raise InputError(f"model={model!r}: give a shipped model's name ({', '.join(SHIPPED_MODELS)}) or the folder "
-                         "of a run or checkpoint")
+        raise InputError(
+            f"model={model!r}: give a shipped model's name ({', '.join(SHIPPED_MODELS)}) or the folder "
+            "of a run or checkpoint"
+        )
     path = expand_user(model)
-    if str(model) in SHIPPED_MODELS and not _holds_a_checkpoint(path):  # a folder of that name holding no model
+    if str(model) in SHIPPED_MODELS and not _holds_a_checkpoint(
+        path
+    ):  # a folder of that name holding no model
         path = models_dir() / str(model)  # does not hide the shipped one
         if not path.exists():
-            todo = ("TRANSFORMER_MODELS points there: set it to the folder that holds the shipped models, or unset it"
-                    if os.environ.get("TRANSFORMER_MODELS") else
-                    "install the package from the course's repository (`pip install /path/to/the/repo` copies both "
-                    "models into it), or set TRANSFORMER_MODELS to a folder that holds them")
-            raise CheckpointNotFoundError(f"the shipped model {model} is not in {models_dir()}: {todo}")
+            todo = (
+                "TRANSFORMER_MODELS points there: set it to the folder that holds the shipped models, or unset it"
+                if os.environ.get("TRANSFORMER_MODELS")
+                else "install the package from the course's repository (`pip install /path/to/the/repo` copies both "
+                "models into it), or set TRANSFORMER_MODELS to a folder that holds them"
+            )
+            raise CheckpointNotFoundError(
+                f"the shipped model {model} is not in {models_dir()}: {todo}"
+            )
     if not path.exists():
-        raise CheckpointNotFoundError(f"no model at {model}: give a shipped name ({', '.join(SHIPPED_MODELS)}) "
-                                "or the directory of a run or checkpoint written by `transformer train`")
+        raise CheckpointNotFoundError(
+            f"no model at {model}: give a shipped name ({', '.join(SHIPPED_MODELS)}) "
+            "or the directory of a run or checkpoint written by `transformer train`"
+        )
     return load_checkpoint(path, device)
 
 
@@ -508,5 +716,12 @@ def evaluate_checkpoint(checkpoint, split: str, **options) -> dict:
     which does the work; `transformer evaluate` calls this.
     """
     if not hasattr(checkpoint, "train_config"):
-        raise InputError(f"checkpoint must be a loaded model (load_translator(...)), got {type(checkpoint).__name__}")
-    return evaluate_pairs(checkpoint, split_pairs_for(checkpoint.train_config.data, split), split, **options)
+        raise InputError(
+            f"checkpoint must be a loaded model (load_translator(...)), got {type(checkpoint).__name__}"
+        )
+    return evaluate_pairs(
+        checkpoint,
+        split_pairs_for(checkpoint.train_config.data, split),
+        split,
+        **options,
+    )

@@ -27,8 +27,10 @@ class CommandError(InputError):
 def _refuse_nul(text: str, source: str) -> None:
     if "\0" in text:
         line = text.count("\n", 0, text.index("\0")) + 1
-        raise CommandError(f"{source} holds a NUL byte on line {line}: it is binary data or UTF-16, not UTF-8 text "
-                           "(convert it first, e.g. iconv -f utf-16 -t utf-8)")
+        raise CommandError(
+            f"{source} holds a NUL byte on line {line}: it is binary data or UTF-16, not UTF-8 text "
+            "(convert it first, e.g. iconv -f utf-16 -t utf-8)"
+        )
 
 
 def read_input_lines(data: bytes, source: str = "standard input") -> list[str]:
@@ -39,11 +41,17 @@ def read_input_lines(data: bytes, source: str = "standard input") -> list[str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise CommandError(f"{source} is not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start} "
-                           "(convert it first, e.g. iconv -f latin1 -t utf-8)") from None
+        raise CommandError(
+            f"{source} is not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start} "
+            "(convert it first, e.g. iconv -f latin1 -t utf-8)"
+        ) from None
     _refuse_nul(text, source)
-    text = text.removeprefix("\ufeff")  # a byte-order mark is no part of the first sentence
-    lines = text.split("\n")  # only "\n" ends a line: str.splitlines() would also split at U+2028, \x1c, ...
+    text = text.removeprefix(
+        "\ufeff"
+    )  # a byte-order mark is no part of the first sentence
+    lines = text.split(
+        "\n"
+    )  # only "\n" ends a line: str.splitlines() would also split at U+2028, \x1c, ...
     if lines[-1] == "":
         lines.pop()  # a final newline ends the last line; it starts no new one
     return [line[:-1] if line.endswith("\r") else line for line in lines]
@@ -55,8 +63,10 @@ def _arguments(texts: list[str]) -> list[str]:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise CommandError(f"argument {i} is not UTF-8: character {e.start + 1} is a byte that no UTF-8 text "
-                               "holds (convert it first, e.g. iconv -f latin1 -t utf-8)") from None
+            raise CommandError(
+                f"argument {i} is not UTF-8: character {e.start + 1} is a byte that no UTF-8 text "
+                "holds (convert it first, e.g. iconv -f latin1 -t utf-8)"
+            ) from None
         _refuse_nul(text, f"argument {i}")
     return texts
 
@@ -69,8 +79,10 @@ def _positive(name: str, value: int) -> int:
 
 def _length_penalty(value: float | None) -> float | None:
     if value is not None and not (math.isfinite(value) and 0 <= value <= MAX_ALPHA):
-        raise CommandError(f"--alpha must be a finite number >= 0 and at most {MAX_ALPHA:g} (0: no length penalty), "
-                           f"got {value}")
+        raise CommandError(
+            f"--alpha must be a finite number >= 0 and at most {MAX_ALPHA:g} (0: no length penalty), "
+            f"got {value}"
+        )
     return value
 
 
@@ -82,7 +94,9 @@ def _say(text: str) -> None:
     """Print one line to standard output, now: a reader that closed the pipe ends the command quietly, and a
     standard output that cannot take the line (a full disk) is one error line, not a traceback."""
     if sys.stdout is None:  # started with standard output closed (`>&-`)
-        raise CommandError("standard output is closed: redirect it to a file instead (> out.txt)")
+        raise CommandError(
+            "standard output is closed: redirect it to a file instead (> out.txt)"
+        )
     try:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -91,7 +105,9 @@ def _say(text: str) -> None:
         raise _StdoutClosed from None
     except OSError as e:
         _discard_stdout()
-        raise CommandError(f"cannot write to standard output: {e.strerror or e}") from None
+        raise CommandError(
+            f"cannot write to standard output: {e.strerror or e}"
+        ) from None
 
 
 def _discard_stdout() -> None:
@@ -101,7 +117,11 @@ def _discard_stdout() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no real file behind sys.stdout (a test's capture)
+    except (
+        OSError,
+        ValueError,
+        AttributeError,
+    ):  # no real file behind sys.stdout (a test's capture)
         pass
 
 
@@ -111,18 +131,26 @@ STDIN_LIMIT = 256 << 20  # bytes of sentences read from standard input in one co
 def _stdin_lines() -> list[str]:
     """Standard input's lines, read a block at a time: a NUL byte (binary data, /dev/zero) is refused at the block
     that holds it, and input beyond `STDIN_LIMIT` (an endless stream) before it fills the memory."""
-    if sys.stdin is None:  # started with standard input closed (`transformer translate <&-`)
-        raise CommandError("standard input is closed: give the sentences as arguments, or pipe them in "
-                           "(transformer translate < sentences.txt)")
+    if (
+        sys.stdin is None
+    ):  # started with standard input closed (`transformer translate <&-`)
+        raise CommandError(
+            "standard input is closed: give the sentences as arguments, or pipe them in "
+            "(transformer translate < sentences.txt)"
+        )
     blocks, size = [], 0
     while block := sys.stdin.buffer.read(1 << 20):
         blocks.append(block)
         size += len(block)
         if b"\0" in block:
-            _refuse_nul(b"".join(blocks).decode("utf-8", errors="replace"), "standard input")
+            _refuse_nul(
+                b"".join(blocks).decode("utf-8", errors="replace"), "standard input"
+            )
         if size > STDIN_LIMIT:
-            raise CommandError(f"standard input holds more than {STDIN_LIMIT >> 20} MB: translate it in parts "
-                               "(split -l 100000 big.txt part-)")
+            raise CommandError(
+                f"standard input holds more than {STDIN_LIMIT >> 20} MB: translate it in parts "
+                "(split -l 100000 big.txt part-)"
+            )
     return read_input_lines(b"".join(blocks))
 
 
@@ -134,19 +162,27 @@ def _load(model: str, device: str):
 def _run_train(args) -> int:
     config = TrainConfig.from_toml(args.config)
     overrides = {"device": args.device, "out_dir": args.out_dir}
-    config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
+    config = dataclasses.replace(
+        config, **{k: v for k, v in overrides.items() if v is not None}
+    )
     if args.max_steps is not None:
         config.optim.max_steps = args.max_steps
     if args.no_progress:
         config.progress = False
     try:
-        result = train(config, resume=args.resume)  # checks the config again, with the overrides
+        result = train(
+            config, resume=args.resume
+        )  # checks the config again, with the overrides
     except NonFiniteLossError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3
     if int(os.environ.get("RANK", 0)) == 0:
         last = result.history[-1] if result.history else {}
-        summary = ", ".join(f"{k}={last[k]:.4f}" for k in ("loss", "valid_loss", "valid_ppl") if k in last)
+        summary = ", ".join(
+            f"{k}={last[k]:.4f}"
+            for k in ("loss", "valid_loss", "valid_ppl")
+            if k in last
+        )
         _say(f"done: step {result.step}, {summary}; checkpoint {result.checkpoint}")
     return 0
 
@@ -163,11 +199,21 @@ def _run_translate(args) -> int:
     limits = dict(max_len_a=0.0, max_len_b=args.max_len) if args.max_len else {}
 
     def truncated(i: int, tokens: int, kept: int) -> None:
-        print(f"warning: line {i + 1} has {tokens} tokens; the model reads at most {kept}, "
-              f"so only its first {kept} were translated", file=sys.stderr)
+        print(
+            f"warning: line {i + 1} has {tokens} tokens; the model reads at most {kept}, "
+            f"so only its first {kept} were translated",
+            file=sys.stderr,
+        )
 
-    for line in translate(ckpt, lines, beam_size=args.beam, alpha=args.alpha, batch_size=args.batch_size,
-                          on_truncate=truncated, **limits):
+    for line in translate(
+        ckpt,
+        lines,
+        beam_size=args.beam,
+        alpha=args.alpha,
+        batch_size=args.batch_size,
+        on_truncate=truncated,
+        **limits,
+    ):
         _say(line)
     return 0
 
@@ -178,72 +224,189 @@ def _run_evaluate(args) -> int:
     _positive("--batch-size", args.batch_size)
     _length_penalty(args.alpha)
     if args.limit < 0:
-        raise CommandError(f"--limit must be >= 0 (0, the default, scores every sentence), got {args.limit}")
+        raise CommandError(
+            f"--limit must be >= 0 (0, the default, scores every sentence), got {args.limit}"
+        )
     ckpt = _load(args.model, args.device)
     out_dir = args.out_dir or Path("evaluation") / Path(args.model).name
-    report = evaluate_checkpoint(ckpt, args.split, beam_size=args.beam, alpha=args.alpha,
-                                 batch_size=args.batch_size, out_dir=out_dir, limit=args.limit)
-    _say(f"{args.model} on {args.split}: {report['sentences']} sentences, beam {report['beam_size']}, "
-         f"alpha {report['alpha']}, {report['seconds']} s")
+    report = evaluate_checkpoint(
+        ckpt,
+        args.split,
+        beam_size=args.beam,
+        alpha=args.alpha,
+        batch_size=args.batch_size,
+        out_dir=out_dir,
+        limit=args.limit,
+    )
+    _say(
+        f"{args.model} on {args.split}: {report['sentences']} sentences, beam {report['beam_size']}, "
+        f"alpha {report['alpha']}, {report['seconds']} s"
+    )
     for s in report["scores"]:
         _say(f"  {s['metric']:<28} {s['score']:6.2f}   {s['signature']}")
-    _say(f"translations: {Path(out_dir) / (args.split + '.hyp')}; scores: {Path(out_dir) / (args.split + '.json')}")
+    _say(
+        f"translations: {Path(out_dir) / (args.split + '.hyp')}; scores: {Path(out_dir) / (args.split + '.json')}"
+    )
     return 0
 
 
 def _run_export_onnx(args) -> int:
     if not str(args.out).strip():
-        raise CommandError("--out is empty: name the folder to write the ONNX files into, e.g. --out de-en-onnx")
+        raise CommandError(
+            "--out is empty: name the folder to write the ONNX files into, e.g. --out de-en-onnx"
+        )
     out = export_onnx(args.model, Path(args.out), replace=args.replace)
     files = sorted(f for f in out.iterdir() if f.is_file())
-    _say(f"{args.model} -> {out}: " + ", ".join(f"{f.name} ({f.stat().st_size / 1e6:.1f} MB)" for f in files))
+    _say(
+        f"{args.model} -> {out}: "
+        + ", ".join(f"{f.name} ({f.stat().st_size / 1e6:.1f} MB)" for f in files)
+    )
     return 0
 
 # %% ../../notebooks/97_command_line.ipynb #f3c73acd
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="transformer", description="The Transformer course's command line.")
+    parser = argparse.ArgumentParser(
+        prog="transformer", description="The Transformer course's command line."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    p = commands.add_parser("train", help="train a translation model as a TOML config describes")
-    p.add_argument("--config", required=True, type=Path, help="a config file, e.g. configs/tiny.toml")
-    p.add_argument("--resume", action="store_true", help="continue the run in the config's out_dir exactly")
-    p.add_argument("--device", help="auto (default: CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps")
-    p.add_argument("--out-dir", help="where checkpoints and metrics go (overrides the config's out_dir)")
-    p.add_argument("--max-steps", type=int, help="stop after this many optimiser steps (overrides optim.max_steps)")
+    p = commands.add_parser(
+        "train", help="train a translation model as a TOML config describes"
+    )
+    p.add_argument(
+        "--config",
+        required=True,
+        type=Path,
+        help="a config file, e.g. configs/tiny.toml",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in the config's out_dir exactly",
+    )
+    p.add_argument(
+        "--device",
+        help="auto (default: CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps",
+    )
+    p.add_argument(
+        "--out-dir",
+        help="where checkpoints and metrics go (overrides the config's out_dir)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        help="stop after this many optimiser steps (overrides optim.max_steps)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=_run_train)
 
-    model_help = f"a shipped model ({', '.join(SHIPPED_MODELS)}) or a run/checkpoint directory"
-    p = commands.add_parser("translate", help="translate sentences (arguments, or lines of standard input)")
-    p.add_argument("text", nargs="*", help="sentences to translate; none: read standard input, one per line")
-    p.add_argument("--model", default=SHIPPED_MODELS[0], help=model_help + f" (default {SHIPPED_MODELS[0]})")
-    p.add_argument("--beam", type=int, help="beam size; 1 is greedy decoding (default: the model's decoding.json, else 4)")
-    p.add_argument("--alpha", type=float, help="length penalty exponent, 0 to 10 (default: the model's decoding.json, "
-                   "else 0.6)")
-    p.add_argument("--max-len", type=int, help="at most this many output tokens per sentence "
-                   "(default: 1.5 x the source length + 10)")
-    p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default 64)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)")
+    model_help = (
+        f"a shipped model ({', '.join(SHIPPED_MODELS)}) or a run/checkpoint directory"
+    )
+    p = commands.add_parser(
+        "translate", help="translate sentences (arguments, or lines of standard input)"
+    )
+    p.add_argument(
+        "text",
+        nargs="*",
+        help="sentences to translate; none: read standard input, one per line",
+    )
+    p.add_argument(
+        "--model",
+        default=SHIPPED_MODELS[0],
+        help=model_help + f" (default {SHIPPED_MODELS[0]})",
+    )
+    p.add_argument(
+        "--beam",
+        type=int,
+        help="beam size; 1 is greedy decoding (default: the model's decoding.json, else 4)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        help="length penalty exponent, 0 to 10 (default: the model's decoding.json, "
+        "else 0.6)",
+    )
+    p.add_argument(
+        "--max-len",
+        type=int,
+        help="at most this many output tokens per sentence "
+        "(default: 1.5 x the source length + 10)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        help="sentences decoded together (default 64)",
+    )
+    p.add_argument(
+        "--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)"
+    )
     p.set_defaults(run=_run_translate)
 
-    p = commands.add_parser("evaluate", help="translate a test split and score it with sacreBLEU (BLEU, chrF)")
+    p = commands.add_parser(
+        "evaluate",
+        help="translate a test split and score it with sacreBLEU (BLEU, chrF)",
+    )
     p.add_argument("--model", default=SHIPPED_MODELS[0], help=model_help)
-    p.add_argument("--split", required=True, help="e.g. test_2016_flickr or val (Multi30k), test (Tatoeba)")
-    p.add_argument("--beam", type=int, help="beam size; 1 is greedy decoding (default: the model's decoding.json, else 4)")
-    p.add_argument("--alpha", type=float, help="length penalty exponent, 0 to 10 (default: the model's decoding.json, "
-                   "else 0.6)")
-    p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default 64)")
-    p.add_argument("--limit", type=int, default=0, help="score only the first N sentences (default 0: all of them)")
-    p.add_argument("--out-dir", type=Path, help="where <split>.hyp and <split>.json go "
-                   "(default: evaluation/<model name>)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)")
+    p.add_argument(
+        "--split",
+        required=True,
+        help="e.g. test_2016_flickr or val (Multi30k), test (Tatoeba)",
+    )
+    p.add_argument(
+        "--beam",
+        type=int,
+        help="beam size; 1 is greedy decoding (default: the model's decoding.json, else 4)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        help="length penalty exponent, 0 to 10 (default: the model's decoding.json, "
+        "else 0.6)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        help="sentences decoded together (default 64)",
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=0,
+        help="score only the first N sentences (default 0: all of them)",
+    )
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        help="where <split>.hyp and <split>.json go (default: evaluation/<model name>)",
+    )
+    p.add_argument(
+        "--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)"
+    )
     p.set_defaults(run=_run_evaluate)
 
-    p = commands.add_parser("export-onnx", help="write a model as ONNX (encoder, decoder step, tokenizers) for onnxruntime")
-    p.add_argument("--model", default=SHIPPED_MODELS[0], help=model_help + f" (default {SHIPPED_MODELS[0]})")
-    p.add_argument("--out", required=True, help="a new folder to write encoder.onnx, decoder.onnx, "
-                   "source.model, target.model and translator.json into")
-    p.add_argument("--replace", action="store_true", help="replace --out if it exists and holds files (all of them)")
+    p = commands.add_parser(
+        "export-onnx",
+        help="write a model as ONNX (encoder, decoder step, tokenizers) for onnxruntime",
+    )
+    p.add_argument(
+        "--model",
+        default=SHIPPED_MODELS[0],
+        help=model_help + f" (default {SHIPPED_MODELS[0]})",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        help="a new folder to write encoder.onnx, decoder.onnx, "
+        "source.model, target.model and translator.json into",
+    )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace --out if it exists and holds files (all of them)",
+    )
     p.set_defaults(run=_run_export_onnx)
     return parser
 
@@ -271,15 +434,22 @@ def main(argv: list[str] | None = None) -> int:
     except TransformerError as e:
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
-    except _StdoutClosed:  # the reader has all it wanted: end quietly, as a Unix tool ended by SIGPIPE
+    except (
+        _StdoutClosed
+    ):  # the reader has all it wanted: end quietly, as a Unix tool ended by SIGPIPE
         return 128 + 13
     except OSError as e:
         if e.filename is None:  # not about a file the user named: a bug, or the machine
             raise
         print(f"error: {e.filename}: {e.strerror or e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: what a training run has saved is safe, --resume continues from it
-        hint = ("; `--resume` continues from the last checkpoint, if one was written (if not, start again)"
-                if args.command == "train" else "")
+    except (
+        KeyboardInterrupt
+    ):  # Ctrl-C: what a training run has saved is safe, --resume continues from it
+        hint = (
+            "; `--resume` continues from the last checkpoint, if one was written (if not, start again)"
+            if args.command == "train"
+            else ""
+        )
         print(f"interrupted{hint}", file=sys.stderr)
         return 128 + 2

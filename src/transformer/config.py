@@ -21,11 +21,17 @@ from .files import read_regular_file
 from .modern import ModelConfig
 
 # %% ../../notebooks/92_configuration.ipynb #82236b93
-_STRICT = ConfigDict(extra="forbid", strict=True)  # an unknown key or a wrong type is an error, never a guess
+_STRICT = ConfigDict(
+    extra="forbid", strict=True
+)  # an unknown key or a wrong type is an error, never a guess
 
 
 def _type_name(tp) -> str:
-    return str(tp).replace("typing.", "") if typing.get_args(tp) else getattr(tp, "__name__", str(tp))
+    return (
+        str(tp).replace("typing.", "")
+        if typing.get_args(tp)
+        else getattr(tp, "__name__", str(tp))
+    )
 
 
 @functools.cache
@@ -39,7 +45,10 @@ def _locate(cls, loc: tuple, prefix: str = "") -> tuple[str, object]:
     for part in loc:
         if isinstance(part, int):
             args = typing.get_args(tp)
-            where, tp = f"{where}[{part}]", args[0] if typing.get_origin(tp) is list else args[part]
+            where, tp = (
+                f"{where}[{part}]",
+                args[0] if typing.get_origin(tp) is list else args[part],
+            )
         elif dataclasses.is_dataclass(tp) and part in typing.get_type_hints(tp):
             where, tp = f"{where}.{part}".lstrip("."), typing.get_type_hints(tp)[part]
         else:  # pydantic also names the member of a union it tried; the field's annotation is what we report
@@ -56,26 +65,47 @@ def _shown(value) -> str:
 def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
     """Turn pydantic's report into one sentence that names the setting (the first problem only)."""
     errors = err.errors()
-    unknown = [e for e in errors if e["type"] in ("unexpected_keyword_argument", "extra_forbidden")]
+    unknown = [
+        e
+        for e in errors
+        if e["type"] in ("unexpected_keyword_argument", "extra_forbidden")
+    ]
     if unknown:
         loc = unknown[0]["loc"][:-1]
         where, section = _locate(cls, loc, prefix)
         keys = sorted(str(e["loc"][-1]) for e in unknown if e["loc"][:-1] == loc)
         place = f"in [{where}]" if where else "at the top level"
         known = [f.name for f in dataclasses.fields(section)]
-        return ConfigError(f"unknown setting(s) {keys} {place}; the known settings there are {known}")
+        return ConfigError(
+            f"unknown setting(s) {keys} {place}; the known settings there are {known}"
+        )
     e = errors[0]
-    if e["type"] == "json_invalid":  # text that JSON cannot carry: a lone surrogate, from a file that is not UTF-8
-        return ConfigError(f"{prefix or 'the config'} holds text that is not valid Unicode ({e['ctx']['error']})")
-    if e["type"] == "value_error":  # raised by TrainConfig.validate, with its own message
+    if (
+        e["type"] == "json_invalid"
+    ):  # text that JSON cannot carry: a lone surrogate, from a file that is not UTF-8
+        return ConfigError(
+            f"{prefix or 'the config'} holds text that is not valid Unicode ({e['ctx']['error']})"
+        )
+    if (
+        e["type"] == "value_error"
+    ):  # raised by TrainConfig.validate, with its own message
         return ConfigError(str(e["ctx"]["error"]))
-    loc = e["loc"][:-1] if e["type"] == "missing" else e["loc"]  # a tuple too short: report the whole field
+    loc = (
+        e["loc"][:-1] if e["type"] == "missing" else e["loc"]
+    )  # a tuple too short: report the whole field
     where, tp = _locate(cls, loc, prefix)
-    if dataclasses.is_dataclass(tp) and e["type"] == "missing":  # a setting without a default (ModelConfig's)
-        return ConfigError(f"setting {e['loc'][-1]!r} is missing" + (f" in [{where}]" if where else ""))
+    if (
+        dataclasses.is_dataclass(tp) and e["type"] == "missing"
+    ):  # a setting without a default (ModelConfig's)
+        return ConfigError(
+            f"setting {e['loc'][-1]!r} is missing" + (f" in [{where}]" if where else "")
+        )
     if dataclasses.is_dataclass(tp):
-        return ConfigError(f"[{where}] must be a table of settings, got {_shown(e['input'])}" if where else
-                           f"a config must be a table of settings, got {_shown(e['input'])}")
+        return ConfigError(
+            f"[{where}] must be a table of settings, got {_shown(e['input'])}"
+            if where
+            else f"a config must be a table of settings, got {_shown(e['input'])}"
+        )
     return ConfigError(f"{where} must be {_type_name(tp)}, got {_shown(e['input'])}")
 
 
@@ -96,19 +126,30 @@ def _check_type(value, tp, where: str):
     try:
         return _adapter(tp).validate_json(json.dumps(value, default=str), strict=True)
     except ValidationError:
-        raise ConfigError(f"{where} must be {_type_name(tp)}, got {_shown(value)}") from None
+        raise ConfigError(
+            f"{where} must be {_type_name(tp)}, got {_shown(value)}"
+        ) from None
 
 # %% ../../notebooks/92_configuration.ipynb #46e28385
 @dataclass
 class DataConfig:
     """Which corpus, which direction, and how it is tokenised and filtered."""
+
     __pydantic_config__ = _STRICT
-    corpus: str = "multi30k"  # "multi30k", "tatoeba", "parallel" (two aligned files) or "tsv"
+    corpus: str = (
+        "multi30k"  # "multi30k", "tatoeba", "parallel" (two aligned files) or "tsv"
+    )
     src_lang: str = "de"
     tgt_lang: str = "en"
-    data_dir: str | None = None  # None: the loaders' search path ($TRANSFORMER_DATA, the repository's data/, cache)
-    download: bool = True  # fetch a missing Multi30k/Tatoeba file (checksummed) into the cache
-    train_files: list[str] = field(default_factory=list)  # "parallel": [src, tgt]; "tsv": [path]
+    data_dir: str | None = (
+        None  # None: the loaders' search path ($TRANSFORMER_DATA, the repository's data/, cache)
+    )
+    download: bool = (
+        True  # fetch a missing Multi30k/Tatoeba file (checksummed) into the cache
+    )
+    train_files: list[str] = field(
+        default_factory=list
+    )  # "parallel": [src, tgt]; "tsv": [path]
     valid_files: list[str] = field(default_factory=list)
     train_split: str = "train"
     valid_split: str = "val"
@@ -116,13 +157,18 @@ class DataConfig:
     max_valid_pairs: int = 0
     max_len: int = 100  # tokens per sentence (target + eos included); longer pairs are dropped and counted
     shared_vocab: bool = True  # one sentencepiece model for both languages
-    vocab_size: int = 8000  # the joint vocabulary, or the source side's when shared_vocab = false
-    tgt_vocab_size: int = 0  # the target side's when shared_vocab = false (0: the same as vocab_size)
+    vocab_size: int = (
+        8000  # the joint vocabulary, or the source side's when shared_vocab = false
+    )
+    tgt_vocab_size: int = (
+        0  # the target side's when shared_vocab = false (0: the same as vocab_size)
+    )
 
 
 @dataclass
 class OptimConfig:
     """How long, how big the batches, and the optimiser with its schedule."""
+
     __pydantic_config__ = _STRICT
     epochs: int = 10
     max_steps: int = 0  # 0: no limit; otherwise stop after this many optimiser steps
@@ -143,8 +189,20 @@ _PRECISIONS = ("auto", "bf16", "fp32")
 _SCHEDULES = ("inverse_sqrt", "linear")
 _SET_BY_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id")
 # Settings that may change when a run is resumed; every other one must match the checkpoint.
-_RESUMABLE_CHANGES = ("name", "out_dir", "device", "precision", "compile", "log_every", "save_every",
-                      "keep_last", "progress", "tensorboard", "optim.epochs", "optim.max_steps")
+_RESUMABLE_CHANGES = (
+    "name",
+    "out_dir",
+    "device",
+    "precision",
+    "compile",
+    "log_every",
+    "save_every",
+    "keep_last",
+    "progress",
+    "tensorboard",
+    "optim.epochs",
+    "optim.max_steps",
+)
 
 # %% ../../notebooks/92_configuration.ipynb #1a4719b6
 @dataclass
@@ -155,18 +213,29 @@ class TrainConfig:
     and `[model]` holds `ModelConfig` fields (the vocabulary sizes and `pad_id` come from
     the tokenizer, so they are not set here). Unknown keys are errors, not silently ignored.
     """
+
     __pydantic_config__ = _STRICT
     name: str = "run"
     out_dir: str = "runs/run"  # checkpoints, tokenizer and metrics.csv go here
     seed: int = 0
     device: str = "auto"  # "auto" (CUDA, then MPS, then CPU), or e.g. "cpu", "cuda", "cuda:1", "mps"
-    precision: str = "auto"  # "auto": bf16 autocast on CUDA, float32 elsewhere; "bf16"; "fp32"
+    precision: str = (
+        "auto"  # "auto": bf16 autocast on CUDA, float32 elsewhere; "bf16"; "fp32"
+    )
     compile: bool = False  # torch.compile the model
-    log_every: int = 10  # steps between progress-bar updates (metrics.csv gets every step)
-    save_every: int = 0  # steps between checkpoints inside an epoch; 0: at the end of each epoch only
-    keep_last: int = 2  # checkpoints kept (the best one by validation loss is kept as well)
+    log_every: int = (
+        10  # steps between progress-bar updates (metrics.csv gets every step)
+    )
+    save_every: int = (
+        0  # steps between checkpoints inside an epoch; 0: at the end of each epoch only
+    )
+    keep_last: int = (
+        2  # checkpoints kept (the best one by validation loss is kept as well)
+    )
     progress: bool = True  # tqdm progress bar
-    tensorboard: bool = True  # also write TensorBoard logs, when tensorboard is installed
+    tensorboard: bool = (
+        True  # also write TensorBoard logs, when tensorboard is installed
+    )
     data: DataConfig = field(default_factory=DataConfig)
     model: dict = field(default_factory=dict)
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -177,18 +246,28 @@ class TrainConfig:
         if isinstance(self.optim, dict):
             self.optim = parse_config(OptimConfig, self.optim, "optim")
         hints = typing.get_type_hints(TrainConfig)
-        for f in dataclasses.fields(self):  # TrainConfig(seed="0") in Python, where no parser has looked yet
+        for f in dataclasses.fields(
+            self
+        ):  # TrainConfig(seed="0") in Python, where no parser has looked yet
             if f.name not in ("data", "optim"):
-                setattr(self, f.name, _check_type(getattr(self, f.name), hints[f.name], f.name))
+                setattr(
+                    self,
+                    f.name,
+                    _check_type(getattr(self, f.name), hints[f.name], f.name),
+                )
             elif not isinstance(getattr(self, f.name), hints[f.name]):
-                raise ConfigError(f"{f.name} must be a table of settings ({hints[f.name].__name__} or a dict), got "
-                                  f"{_shown(getattr(self, f.name))}")
+                raise ConfigError(
+                    f"{f.name} must be a table of settings ({hints[f.name].__name__} or a dict), got "
+                    f"{_shown(getattr(self, f.name))}"
+                )
         self.validate()
 
     def validate(self) -> None:
         """Reject settings that cannot work, with the reason and the fix (a `ConfigError`)."""
         self._check_model_types()
-        for ok, message in self._run_checks() + self._data_checks() + self._optim_checks():
+        for ok, message in (
+            self._run_checks() + self._data_checks() + self._optim_checks()
+        ):
             if not ok:
                 raise ConfigError(message)
         self._check_sizes()
@@ -197,93 +276,198 @@ class TrainConfig:
         model_fields = typing.get_type_hints(ModelConfig)
         for key, value in self.model.items():
             if key in _SET_BY_TOKENIZER:
-                raise ConfigError(f"[model] {key} is set from the tokenizer: remove it from the config")
+                raise ConfigError(
+                    f"[model] {key} is set from the tokenizer: remove it from the config"
+                )
             if key not in model_fields:
                 known = sorted(set(model_fields) - set(_SET_BY_TOKENIZER))
-                raise ConfigError(f"unknown setting {key!r} in [model]; the known settings are {known}")
+                raise ConfigError(
+                    f"unknown setting {key!r} in [model]; the known settings are {known}"
+                )
             self.model[key] = _check_type(value, model_fields[key], f"model.{key}")
 
     def _paths(self) -> list[tuple[str, str | None]]:
         """Every path the config names, with where: out_dir, data.data_dir, data.train_files[i], ..."""
         d = self.data
-        return ([("out_dir", self.out_dir), ("data.data_dir", d.data_dir)]
-                + [(f"data.train_files[{i}]", p) for i, p in enumerate(d.train_files)]
-                + [(f"data.valid_files[{i}]", p) for i, p in enumerate(d.valid_files)])
+        return (
+            [("out_dir", self.out_dir), ("data.data_dir", d.data_dir)]
+            + [(f"data.train_files[{i}]", p) for i, p in enumerate(d.train_files)]
+            + [(f"data.valid_files[{i}]", p) for i, p in enumerate(d.valid_files)]
+        )
 
     def _run_checks(self) -> list[tuple[bool, str]]:
         return [
-            (str(self.out_dir).strip() != "", "out_dir is empty: name the folder the run writes to"),
-            *[(not (isinstance(p, str) and ("\0" in p or (where != "data.data_dir" and p is not None and not p.strip()))),
-               f"{where}={p!r}: a path holds no NUL byte and is not empty") for where, p in self._paths()],
+            (
+                str(self.out_dir).strip() != "",
+                "out_dir is empty: name the folder the run writes to",
+            ),
+            *[
+                (
+                    not (
+                        isinstance(p, str)
+                        and (
+                            "\0" in p
+                            or (
+                                where != "data.data_dir"
+                                and p is not None
+                                and not p.strip()
+                            )
+                        )
+                    ),
+                    f"{where}={p!r}: a path holds no NUL byte and is not empty",
+                )
+                for where, p in self._paths()
+            ],
             (0 <= self.seed < 2**63, f"seed={self.seed} must be in [0, 2**63)"),
-            (self.precision in _PRECISIONS, f"precision={self.precision!r} must be one of {list(_PRECISIONS)}"),
-            (self.log_every > 0 and self.save_every >= 0 and self.keep_last >= 1,
-             "log_every must be >= 1, save_every >= 0 and keep_last >= 1"),
+            (
+                self.precision in _PRECISIONS,
+                f"precision={self.precision!r} must be one of {list(_PRECISIONS)}",
+            ),
+            (
+                self.log_every > 0 and self.save_every >= 0 and self.keep_last >= 1,
+                "log_every must be >= 1, save_every >= 0 and keep_last >= 1",
+            ),
         ]
 
     def _data_checks(self) -> list[tuple[bool, str]]:
         d = self.data
-        splits = MULTI30K_SPLITS if d.corpus == "multi30k" else ("train", "val", "valid", "test")
+        splits = (
+            MULTI30K_SPLITS
+            if d.corpus == "multi30k"
+            else ("train", "val", "valid", "test")
+        )
         return [
-            (d.corpus in _CORPORA, f"data.corpus={d.corpus!r} must be one of {list(_CORPORA)}"),
-            (d.src_lang != d.tgt_lang, f"data.src_lang and data.tgt_lang are both {d.src_lang!r}: a translation "
-             "needs two languages"),
-            (d.corpus != "tatoeba" or {d.src_lang, d.tgt_lang} == {"en", "zh"}, "data.corpus='tatoeba' holds English "
-             f"and Chinese: set src_lang and tgt_lang to 'en' and 'zh' (either way round), not {d.src_lang!r} and "
-             f"{d.tgt_lang!r}"),
-            (d.corpus not in ("multi30k", "tatoeba") or (d.train_split in splits and d.valid_split in splits),
-             f"data.train_split={d.train_split!r} and data.valid_split={d.valid_split!r} must be splits of "
-             f"{d.corpus}: {', '.join(splits)}"),
-            (d.corpus != "parallel" or (len(d.train_files) == 2 and len(d.valid_files) == 2),
-             "data.corpus='parallel' needs train_files and valid_files, each [source_path, target_path]"),
-            (d.corpus != "tsv" or (len(d.train_files) == 1 and len(d.valid_files) == 1),
-             "data.corpus='tsv' needs train_files and valid_files, each [path]"),
-            (d.max_train_pairs >= 0 and d.max_valid_pairs >= 0,
-             "data.max_train_pairs and data.max_valid_pairs must be >= 0 (0: the whole split)"),
-            (d.max_len >= 2, f"data.max_len={d.max_len} must be at least 2: a target needs a token and bos or eos"),
-            (d.vocab_size > 4 and (d.tgt_vocab_size == 0 or d.tgt_vocab_size > 4),
-             "data.vocab_size and data.tgt_vocab_size must leave room beyond pad/unk/bos/eos"),
-            (not (d.shared_vocab and d.tgt_vocab_size), "data.tgt_vocab_size is for shared_vocab=false only: "
-             "with one joint vocabulary, set vocab_size alone"),
-            (d.shared_vocab or not self.model.get("share_embeddings", False),
-             "model.share_embeddings=true needs data.shared_vocab=true (one vocabulary for both sides)"),
-            (self.model.get("max_len", 512) >= d.max_len,
-             f"model.max_len={self.model.get('max_len', 512)} must be at least data.max_len={d.max_len}"),
+            (
+                d.corpus in _CORPORA,
+                f"data.corpus={d.corpus!r} must be one of {list(_CORPORA)}",
+            ),
+            (
+                d.src_lang != d.tgt_lang,
+                f"data.src_lang and data.tgt_lang are both {d.src_lang!r}: a translation "
+                "needs two languages",
+            ),
+            (
+                d.corpus != "tatoeba" or {d.src_lang, d.tgt_lang} == {"en", "zh"},
+                "data.corpus='tatoeba' holds English "
+                f"and Chinese: set src_lang and tgt_lang to 'en' and 'zh' (either way round), not {d.src_lang!r} and "
+                f"{d.tgt_lang!r}",
+            ),
+            (
+                d.corpus not in ("multi30k", "tatoeba")
+                or (d.train_split in splits and d.valid_split in splits),
+                f"data.train_split={d.train_split!r} and data.valid_split={d.valid_split!r} must be splits of "
+                f"{d.corpus}: {', '.join(splits)}",
+            ),
+            (
+                d.corpus != "parallel"
+                or (len(d.train_files) == 2 and len(d.valid_files) == 2),
+                "data.corpus='parallel' needs train_files and valid_files, each [source_path, target_path]",
+            ),
+            (
+                d.corpus != "tsv"
+                or (len(d.train_files) == 1 and len(d.valid_files) == 1),
+                "data.corpus='tsv' needs train_files and valid_files, each [path]",
+            ),
+            (
+                d.max_train_pairs >= 0 and d.max_valid_pairs >= 0,
+                "data.max_train_pairs and data.max_valid_pairs must be >= 0 (0: the whole split)",
+            ),
+            (
+                d.max_len >= 2,
+                f"data.max_len={d.max_len} must be at least 2: a target needs a token and bos or eos",
+            ),
+            (
+                d.vocab_size > 4 and (d.tgt_vocab_size == 0 or d.tgt_vocab_size > 4),
+                "data.vocab_size and data.tgt_vocab_size must leave room beyond pad/unk/bos/eos",
+            ),
+            (
+                not (d.shared_vocab and d.tgt_vocab_size),
+                "data.tgt_vocab_size is for shared_vocab=false only: "
+                "with one joint vocabulary, set vocab_size alone",
+            ),
+            (
+                d.shared_vocab or not self.model.get("share_embeddings", False),
+                "model.share_embeddings=true needs data.shared_vocab=true (one vocabulary for both sides)",
+            ),
+            (
+                self.model.get("max_len", 512) >= d.max_len,
+                f"model.max_len={self.model.get('max_len', 512)} must be at least data.max_len={d.max_len}",
+            ),
         ]
 
     def _optim_checks(self) -> list[tuple[bool, str]]:
         o = self.optim
         return [
             (o.epochs >= 1, f"optim.epochs={o.epochs} must be at least 1"),
-            (o.max_steps >= 0, f"optim.max_steps={o.max_steps} must be >= 0 (0 means no limit)"),
-            (o.max_tokens >= self.data.max_len, f"optim.max_tokens={o.max_tokens} must be at least data.max_len="
-             f"{self.data.max_len}, so that the longest pair fits in a batch"),
-            (o.warmup_steps > 0, f"optim.warmup_steps={o.warmup_steps} must be positive"),
-            (o.schedule in _SCHEDULES, f"optim.schedule={o.schedule!r} must be one of {list(_SCHEDULES)}"),
-            (math.isfinite(o.lr_factor) and o.lr_factor > 0,
-             f"optim.lr_factor={o.lr_factor} must be a finite number > 0: it multiplies the learning rate"),
-            (o.lr_factor <= 1e4, f"optim.lr_factor={o.lr_factor} is more than 1e4 times the paper's learning rate: the "
-             "first step would overflow float32; 1 is the paper's"),
-            (all(math.isfinite(b) and 0 <= b < 1 for b in o.betas),
-             f"optim.betas={list(o.betas)} must both be in [0, 1): they are Adam's decay rates"),
-            (math.isfinite(o.eps) and o.eps > 0, f"optim.eps={o.eps} must be a finite number > 0: it keeps Adam's "
-             "division away from zero"),
-            (1e-30 <= o.eps <= 1, f"optim.eps={o.eps} must be from 1e-30 (a smaller one is 0 in float32) to 1"),
-            (math.isfinite(o.weight_decay) and 0 <= o.weight_decay <= 1e4,
-             f"optim.weight_decay={o.weight_decay} must be a number from 0 to 1e4"),
-            (0.0 <= o.label_smoothing < 1.0, f"optim.label_smoothing={o.label_smoothing} must be in [0, 1)"),
-            (math.isfinite(o.clip_grad_norm) and o.clip_grad_norm >= 0,
-             f"optim.clip_grad_norm={o.clip_grad_norm} must be a finite number >= 0 (0 disables it)"),
+            (
+                o.max_steps >= 0,
+                f"optim.max_steps={o.max_steps} must be >= 0 (0 means no limit)",
+            ),
+            (
+                o.max_tokens >= self.data.max_len,
+                f"optim.max_tokens={o.max_tokens} must be at least data.max_len="
+                f"{self.data.max_len}, so that the longest pair fits in a batch",
+            ),
+            (
+                o.warmup_steps > 0,
+                f"optim.warmup_steps={o.warmup_steps} must be positive",
+            ),
+            (
+                o.schedule in _SCHEDULES,
+                f"optim.schedule={o.schedule!r} must be one of {list(_SCHEDULES)}",
+            ),
+            (
+                math.isfinite(o.lr_factor) and o.lr_factor > 0,
+                f"optim.lr_factor={o.lr_factor} must be a finite number > 0: it multiplies the learning rate",
+            ),
+            (
+                o.lr_factor <= 1e4,
+                f"optim.lr_factor={o.lr_factor} is more than 1e4 times the paper's learning rate: the "
+                "first step would overflow float32; 1 is the paper's",
+            ),
+            (
+                all(math.isfinite(b) and 0 <= b < 1 for b in o.betas),
+                f"optim.betas={list(o.betas)} must both be in [0, 1): they are Adam's decay rates",
+            ),
+            (
+                math.isfinite(o.eps) and o.eps > 0,
+                f"optim.eps={o.eps} must be a finite number > 0: it keeps Adam's "
+                "division away from zero",
+            ),
+            (
+                1e-30 <= o.eps <= 1,
+                f"optim.eps={o.eps} must be from 1e-30 (a smaller one is 0 in float32) to 1",
+            ),
+            (
+                math.isfinite(o.weight_decay) and 0 <= o.weight_decay <= 1e4,
+                f"optim.weight_decay={o.weight_decay} must be a number from 0 to 1e4",
+            ),
+            (
+                0.0 <= o.label_smoothing < 1.0,
+                f"optim.label_smoothing={o.label_smoothing} must be in [0, 1)",
+            ),
+            (
+                math.isfinite(o.clip_grad_norm) and o.clip_grad_norm >= 0,
+                f"optim.clip_grad_norm={o.clip_grad_norm} must be a finite number >= 0 (0 disables it)",
+            ),
         ]
 
     def _check_sizes(self) -> None:
         """No count beyond 2**31 - 1 (sentencepiece and torch take 32-bit sizes), and the model's own checks."""
         sections = (("", self), ("data", self.data), ("optim", self.optim))
-        counts = [(f"{s}.{f.name}".lstrip("."), getattr(obj, f.name)) for s, obj in sections
-                  for f in dataclasses.fields(obj) if f.type is int]
-        for where, value in counts + [(f"model.{k}", v) for k, v in self.model.items() if type(v) is int]:
+        counts = [
+            (f"{s}.{f.name}".lstrip("."), getattr(obj, f.name))
+            for s, obj in sections
+            for f in dataclasses.fields(obj)
+            if f.type is int
+        ]
+        for where, value in counts + [
+            (f"model.{k}", v) for k, v in self.model.items() if type(v) is int
+        ]:
             if where != "seed" and value >= 2**31:
-                raise ConfigError(f"{where}={value} is too large: the most is 2**31 - 1")
+                raise ConfigError(
+                    f"{where}={value} is too large: the most is 2**31 - 1"
+                )
         try:  # chapter 8's checks (d_model divisible by num_heads, ...)
             self.largest_model()
         except ValueError as e:
@@ -292,8 +476,11 @@ class TrainConfig:
     def largest_model(self) -> ModelConfig:
         """The model `[model]` describes, with the largest vocabularies the run's tokenizers can get."""
         d = self.data
-        return ModelConfig(src_vocab_size=d.vocab_size, tgt_vocab_size=d.tgt_vocab_size or d.vocab_size,
-                                 **self.model)
+        return ModelConfig(
+            src_vocab_size=d.vocab_size,
+            tgt_vocab_size=d.tgt_vocab_size or d.vocab_size,
+            **self.model,
+        )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -311,8 +498,13 @@ class TrainConfig:
             raise ConfigError(f"a config in JSON is text, got {type(text).__name__}")
         try:
             data = json.loads(text)
-        except (ValueError, RecursionError) as e:  # not JSON; an integer of thousands of digits
-            raise ConfigError(f"not valid JSON: {type(e).__name__}: {str(e)[:80]}") from None
+        except (
+            ValueError,
+            RecursionError,
+        ) as e:  # not JSON; an integer of thousands of digits
+            raise ConfigError(
+                f"not valid JSON: {type(e).__name__}: {str(e)[:80]}"
+            ) from None
         return cls.from_dict(data)
 
     @classmethod
@@ -326,16 +518,28 @@ class TrainConfig:
             raise ConfigError(f"a config file is a path, got {type(path).__name__}")
         path = Path(path)
         if not path.exists():
-            raise ConfigError(f"config file {path} does not exist (the configs live in configs/*.toml)")
+            raise ConfigError(
+                f"config file {path} does not exist (the configs live in configs/*.toml)"
+            )
         try:
-            d = tomllib.loads(read_regular_file(path, 16 << 20, ConfigError).decode("utf-8").removeprefix("\ufeff"))
+            d = tomllib.loads(
+                read_regular_file(path, 16 << 20, ConfigError)
+                .decode("utf-8")
+                .removeprefix("\ufeff")
+            )
         except RecursionError:
-            raise ConfigError(f"{path} nests its arrays or tables too deeply to be a config") from None
+            raise ConfigError(
+                f"{path} nests its arrays or tables too deeply to be a config"
+            ) from None
         except OSError as e:
-            raise ConfigError(f"config file {path} cannot be read: {e.strerror}") from None
+            raise ConfigError(
+                f"config file {path} cannot be read: {e.strerror}"
+            ) from None
         except UnicodeDecodeError as e:
-            raise ConfigError(f"{path} is not UTF-8: byte 0x{e.object[e.start]:02x} at offset {e.start}; "
-                              "save it as UTF-8") from None
+            raise ConfigError(
+                f"{path} is not UTF-8: byte 0x{e.object[e.start]:02x} at offset {e.start}; "
+                "save it as UTF-8"
+            ) from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{path} is not valid TOML: {e}") from None
         try:
@@ -357,8 +561,11 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 def _effective(config: TrainConfig) -> dict:
     """The config as flat `section.key` entries, with the model's defaults filled in."""
     d = config.to_dict()
-    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)
-                if f.default is not dataclasses.MISSING and f.name not in _SET_BY_TOKENIZER}
+    defaults = {
+        f.name: f.default
+        for f in dataclasses.fields(ModelConfig)
+        if f.default is not dataclasses.MISSING and f.name not in _SET_BY_TOKENIZER
+    }
     d["model"] = {**defaults, **d["model"]}
     return _flatten(d)
 
@@ -371,10 +578,20 @@ def check_resume_compatible(config: TrainConfig, saved: TrainConfig) -> None:
     """
     new, old = _effective(config), _effective(saved)
     resumable = _RESUMABLE_CHANGES
-    if old.get("optim.schedule") == "linear":  # its slope is set by the run's length: that may not change
-        resumable = tuple(k for k in resumable if k not in ("optim.epochs", "optim.max_steps"))
-    diffs = [f"{k}: checkpoint has {old.get(k)!r}, config has {new.get(k)!r}"
-             for k in sorted(set(new) | set(old)) if k not in resumable and new.get(k) != old.get(k)]
+    if (
+        old.get("optim.schedule") == "linear"
+    ):  # its slope is set by the run's length: that may not change
+        resumable = tuple(
+            k for k in resumable if k not in ("optim.epochs", "optim.max_steps")
+        )
+    diffs = [
+        f"{k}: checkpoint has {old.get(k)!r}, config has {new.get(k)!r}"
+        for k in sorted(set(new) | set(old))
+        if k not in resumable and new.get(k) != old.get(k)
+    ]
     if diffs:
-        raise ConfigError("the config contradicts the checkpoint it would resume:\n  " + "\n  ".join(diffs)
-                         + "\nresume with the checkpoint's settings, or start a new run in another out_dir")
+        raise ConfigError(
+            "the config contradicts the checkpoint it would resume:\n  "
+            + "\n  ".join(diffs)
+            + "\nresume with the checkpoint's settings, or start a new run in another out_dir"
+        )

@@ -19,9 +19,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import ConfigError, CorpusError, InputError
-from .files import atomic_file, atomic_write_bytes, check_regular_file, expand_user
+from transformer.files import (
+    atomic_file,
+    atomic_write_bytes,
+    check_regular_file,
+    expand_user,
+)
 
-_log = logging.getLogger("transformer.data")  # the name the data chapter's reports have always carried
+_log = logging.getLogger(
+    "transformer.data"
+)  # the name the data chapter's reports have always carried
 
 # %% ../../notebooks/91_corpora.ipynb #60632425
 DATA_ENV_VAR = "TRANSFORMER_DATA"
@@ -45,13 +52,19 @@ def course_data_dir() -> Path | None:
     spec = importlib.util.find_spec("transformer")
     if spec is None or spec.origin is None:
         return None
-    package = Path(spec.origin).resolve().parent  # .../transformer/__init__.py -> .../transformer
+    package = (
+        Path(spec.origin).resolve().parent
+    )  # .../transformer/__init__.py -> .../transformer
     shipped = package / "_shipped" / "data"
     if shipped.is_dir():
         return shipped
     project = package.parents[1]  # src/transformer -> the repository
     data = project / "data"
-    return data if (project / "pyproject.toml").is_file() and (data / "SHA256SUMS").is_file() else None
+    return (
+        data
+        if (project / "pyproject.toml").is_file() and (data / "SHA256SUMS").is_file()
+        else None
+    )
 
 
 def data_search_path(root: str | Path | None = None) -> list[Path]:
@@ -74,7 +87,13 @@ def data_search_path(root: str | Path | None = None) -> list[Path]:
 
 # %% ../../notebooks/91_corpora.ipynb #d53ca267
 MULTI30K_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/{name}"
-MULTI30K_SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr", "test_2018_flickr")
+MULTI30K_SPLITS = (
+    "train",
+    "val",
+    "test_2016_flickr",
+    "test_2017_flickr",
+    "test_2018_flickr",
+)
 MULTI30K_SHA256 = {  # the upstream gzip files, byte for byte (what a download must hash to)
     "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
     "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
@@ -118,7 +137,9 @@ class ChecksumError(CorpusError, ValueError):
     """A corpus file's SHA-256 is not the expected one: a damaged file is refused, a bad download never written."""
 
 # %% ../../notebooks/91_corpora.ipynb #002f0266
-def download_file(url: str, dest: str | Path, sha256: str | None = None, *, timeout: float = 60.0) -> Path:
+def download_file(
+    url: str, dest: str | Path, sha256: str | None = None, *, timeout: float = 60.0
+) -> Path:
     """Fetch `url` into `dest` atomically and return `dest`; if `sha256` is given, the bytes must hash to it.
 
     The file is streamed into a temporary file beside `dest`, hashed on the way, and renamed into place
@@ -127,18 +148,27 @@ def download_file(url: str, dest: str | Path, sha256: str | None = None, *, time
     """
     dest = Path(dest)
     digest = hashlib.sha256()
-    request = urllib.request.Request(url, headers={"User-Agent": "transformer-course/0.1 (urllib)"})
-    with atomic_file(dest) as out, urllib.request.urlopen(request, timeout=timeout) as response:
+    request = urllib.request.Request(
+        url, headers={"User-Agent": "transformer-course/0.1 (urllib)"}
+    )
+    with (
+        atomic_file(dest) as out,
+        urllib.request.urlopen(request, timeout=timeout) as response,
+    ):
         while chunk := response.read(1 << 20):
             digest.update(chunk)
             out.write(chunk)
         if sha256 is not None and digest.hexdigest() != sha256.lower():
-            raise ChecksumError(f"{url} has SHA-256 {digest.hexdigest()}, expected {sha256}: the download is "
-                                f"corrupt or the file changed upstream, so {dest} was not written")
+            raise ChecksumError(
+                f"{url} has SHA-256 {digest.hexdigest()}, expected {sha256}: the download is "
+                f"corrupt or the file changed upstream, so {dest} was not written"
+            )
     return dest
 
 # %% ../../notebooks/91_corpora.ipynb #6932e934
-_verified: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> SHA-256 of the text: hash each file once
+_verified: dict[
+    tuple[str, int, int], str
+] = {}  # (path, size, mtime) -> SHA-256 of the text: hash each file once
 
 
 def _restore_hint(path: Path) -> str:
@@ -148,8 +178,10 @@ def _restore_hint(path: Path) -> str:
         if course.name == "data":  # a checkout of the repository
             return f"restore the repository's copy: `git checkout -- data/` in {course.parent}"
         return "reinstall the package (`pip install --force-reinstall` of the course), whose copy this is"
-    return ("delete it (the loader then downloads the course's copy and checks it), or copy the file from the "
-            f"course repository's data/ folder")
+    return (
+        "delete it (the loader then downloads the course's copy and checks it), or copy the file from the "
+        "course repository's data/ folder"
+    )
 
 
 def _gunzip(path: Path, raw: bytes, error: type[Exception], fix: str) -> bytes:
@@ -159,7 +191,9 @@ def _gunzip(path: Path, raw: bytes, error: type[Exception], fix: str) -> bytes:
     try:
         return gzip.decompress(raw)
     except (OSError, EOFError) as err:
-        raise error(f"{path} is damaged: not a complete gzip file ({err}); {fix}") from None
+        raise error(
+            f"{path} is damaged: not a complete gzip file ({err}); {fix}"
+        ) from None
 
 
 def verify_corpus_file(path: str | Path, sha256: str) -> Path:
@@ -175,13 +209,23 @@ def verify_corpus_file(path: str | Path, sha256: str) -> Path:
         text = _gunzip(path, path.read_bytes(), ChecksumError, _restore_hint(path))
         _verified[key] = hashlib.sha256(text).hexdigest()
     if _verified[key] != sha256:
-        raise ChecksumError(f"{path} is damaged or not the course's copy: its text has SHA-256 {_verified[key][:12]}…, "
-                            f"expected {sha256[:12]}…; {_restore_hint(path)}")
+        raise ChecksumError(
+            f"{path} is damaged or not the course's copy: its text has SHA-256 {_verified[key][:12]}…, "
+            f"expected {sha256[:12]}…; {_restore_hint(path)}"
+        )
     return path
 
 
-def fetch_file(relpath: str, url: str, root: str | Path | None = None, *, sha256: str | None = None,
-               content_sha256: str | None = None, download: bool = True, fetch=None) -> Path:
+def fetch_file(
+    relpath: str,
+    url: str,
+    root: str | Path | None = None,
+    *,
+    sha256: str | None = None,
+    content_sha256: str | None = None,
+    download: bool = True,
+    fetch=None,
+) -> Path:
     """Path of the corpus file `relpath` (like `multi30k/train.de.gz`), downloading it if no folder has it.
 
     Looks in `data_search_path(root)` at `DIR/relpath` and `DIR/<file name>`, also without `.gz` (an uncompressed
@@ -196,19 +240,29 @@ def fetch_file(relpath: str, url: str, root: str | Path | None = None, *, sha256
     for folder in searched:
         for candidate in (folder / name for name in names):
             if candidate.is_file():
-                return verify_corpus_file(candidate, content_sha256) if content_sha256 else candidate
+                return (
+                    verify_corpus_file(candidate, content_sha256)
+                    if content_sha256
+                    else candidate
+                )
     dest = (expand_user(root) if root is not None else default_data_dir()) / relpath
     where = ", ".join(str(d) for d in searched)
-    todo = (f"copy the file to {dest}, or set {DATA_ENV_VAR} to a folder laid out like the repository's data/ "
-            f"(multi30k/train.de.gz, tatoeba/cmn-eng.tsv.gz)")
+    todo = (
+        f"copy the file to {dest}, or set {DATA_ENV_VAR} to a folder laid out like the repository's data/ "
+        f"(multi30k/train.de.gz, tatoeba/cmn-eng.tsv.gz)"
+    )
     if not download:
-        raise CorpusNotFoundError(f"{relpath} is not in {where} and is not to be downloaded: {todo}")
+        raise CorpusNotFoundError(
+            f"{relpath} is not in {where} and is not to be downloaded: {todo}"
+        )
     try:
         (fetch or download_file)(url, dest, sha256)
     except OSError as err:  # URLError, timeouts, refused connections and unwritable folders are all OSErrors
         reason = getattr(err, "reason", None) or err
-        raise CorpusNotFoundError(f"{relpath} is not in {where}, and downloading it from {url} failed "
-                                  f"({type(err).__name__}: {reason}). If this machine is offline, {todo}.") from None
+        raise CorpusNotFoundError(
+            f"{relpath} is not in {where}, and downloading it from {url} failed "
+            f"({type(err).__name__}: {reason}). If this machine is offline, {todo}."
+        ) from None
     return verify_corpus_file(dest, content_sha256) if content_sha256 else dest
 
 # %% ../../notebooks/91_corpora.ipynb #6b3f130e
@@ -221,22 +275,31 @@ def read_lines(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.exists():
         raise CorpusNotFoundError(f"{path} does not exist")
-    check_regular_file(path, error=CorpusFormatError)  # a folder, a pipe or a device is no corpus file
+    check_regular_file(
+        path, error=CorpusFormatError
+    )  # a folder, a pipe or a device is no corpus file
     raw = _gunzip(path, path.read_bytes(), CorpusFormatError, "download it again")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
-        raise CorpusFormatError(f"{path}, line {line}: byte {raw[err.start]:#04x} is not valid UTF-8; re-encode the "
-                                f"file as UTF-8 (for example `iconv -f latin1 -t utf-8`)") from None
+        raise CorpusFormatError(
+            f"{path}, line {line}: byte {raw[err.start]:#04x} is not valid UTF-8; re-encode the "
+            f"file as UTF-8 (for example `iconv -f latin1 -t utf-8`)"
+        ) from None
     lines = text.removeprefix("\ufeff").split("\n")
     if lines[-1] == "":
         lines.pop()  # the newline that ends the last line does not start a new one
     return [line.removesuffix("\r") for line in lines]
 
 # %% ../../notebooks/91_corpora.ipynb #be251ff2
-def _drop_empty(pairs: list[tuple[str, str]], line_numbers: list[int], source: str, total: int,
-                on_empty: str) -> list[tuple[str, str]]:
+def _drop_empty(
+    pairs: list[tuple[str, str]],
+    line_numbers: list[int],
+    source: str,
+    total: int,
+    on_empty: str,
+) -> list[tuple[str, str]]:
     """Remove pairs with an empty side; report how many and where, or raise if `on_empty="error"`."""
     if on_empty not in ("skip", "error"):
         raise ValueError(f"on_empty must be 'skip' or 'error', got {on_empty!r}")
@@ -246,12 +309,16 @@ def _drop_empty(pairs: list[tuple[str, str]], line_numbers: list[int], source: s
     shown = ", ".join(map(str, empty[:5])) + (", ..." if len(empty) > 5 else "")
     message = f"{source}: {len(empty)} of {total} lines are blank or have an empty side (line {shown})"
     if on_empty == "error":
-        raise CorpusFormatError(message + ": remove them, or pass on_empty='skip' to drop them")
+        raise CorpusFormatError(
+            message + ": remove them, or pass on_empty='skip' to drop them"
+        )
     _log.warning("%s: skipped them, %d pairs remain", message, len(pairs) - len(empty))
     return [(src, tgt) for src, tgt in pairs if src and tgt]
 
 # %% ../../notebooks/91_corpora.ipynb #56ad296f
-def load_parallel(src_path: str | Path, tgt_path: str | Path, *, on_empty: str = "skip") -> list[tuple[str, str]]:
+def load_parallel(
+    src_path: str | Path, tgt_path: str | Path, *, on_empty: str = "skip"
+) -> list[tuple[str, str]]:
     """(source, target) sentence pairs from two files aligned line by line (plain text or `.gz`).
 
     Surrounding whitespace is stripped. Unequal line counts raise `CorpusFormatError`; pairs with an empty
@@ -259,13 +326,23 @@ def load_parallel(src_path: str | Path, tgt_path: str | Path, *, on_empty: str =
     """
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
-        raise CorpusFormatError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: "
-                                f"the files must be aligned line by line, one sentence a line")
+        raise CorpusFormatError(
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: "
+            f"the files must be aligned line by line, one sentence a line"
+        )
     pairs = [(s.strip(), t.strip()) for s, t in zip(src, tgt)]
-    return _drop_empty(pairs, list(range(1, len(pairs) + 1)), f"{src_path} | {tgt_path}", len(pairs), on_empty)
+    return _drop_empty(
+        pairs,
+        list(range(1, len(pairs) + 1)),
+        f"{src_path} | {tgt_path}",
+        len(pairs),
+        on_empty,
+    )
 
 
-def load_tsv(path: str | Path, src_col: int = 0, tgt_col: int = 1, *, on_empty: str = "skip") -> list[tuple[str, str]]:
+def load_tsv(
+    path: str | Path, src_col: int = 0, tgt_col: int = 1, *, on_empty: str = "skip"
+) -> list[tuple[str, str]]:
     """(source, target) pairs from columns `src_col` and `tgt_col` (counted from 0) of a tab-separated file.
 
     Fields are split at tabs only: quotes are ordinary characters (a CSV reader would swallow the quotes in
@@ -273,21 +350,35 @@ def load_tsv(path: str | Path, src_col: int = 0, tgt_col: int = 1, *, on_empty: 
     blank lines and empty fields are dropped and reported like in `load_parallel`.
     """
     if src_col < 0 or tgt_col < 0 or src_col == tgt_col:
-        raise ValueError(f"src_col={src_col} and tgt_col={tgt_col} must be two different columns, counted from 0")
+        raise ValueError(
+            f"src_col={src_col} and tgt_col={tgt_col} must be two different columns, counted from 0"
+        )
     lines = read_lines(path)
     pairs, numbers, need = [], [], max(src_col, tgt_col) + 1
     for number, line in enumerate(lines, start=1):
         fields = line.split("\t")
         if line.strip() and len(fields) < need:
-            raise CorpusFormatError(f"{path}, line {number}: {len(fields)} tab-separated field(s), but column "
-                                    f"{need - 1} was asked for (columns count from 0)")
-        pairs.append((fields[src_col].strip(), fields[tgt_col].strip()) if len(fields) >= need else ("", ""))
+            raise CorpusFormatError(
+                f"{path}, line {number}: {len(fields)} tab-separated field(s), but column "
+                f"{need - 1} was asked for (columns count from 0)"
+            )
+        pairs.append(
+            (fields[src_col].strip(), fields[tgt_col].strip())
+            if len(fields) >= need
+            else ("", "")
+        )
         numbers.append(number)
     return _drop_empty(pairs, numbers, str(path), len(lines), on_empty)
 
 # %% ../../notebooks/91_corpora.ipynb #75642ec5
-def load_multi30k(split: str, root: str | Path | None = None, src_lang: str = "de", tgt_lang: str = "en", *,
-                  download: bool = True) -> list[tuple[str, str]]:
+def load_multi30k(
+    split: str,
+    root: str | Path | None = None,
+    src_lang: str = "de",
+    tgt_lang: str = "en",
+    *,
+    download: bool = True,
+) -> list[tuple[str, str]]:
     """Multi30k task 1 (raw, untokenised captions) as (src_lang, tgt_lang) sentence pairs.
 
     `split` is one of `MULTI30K_SPLITS` (29,000 / 1,014 / 1,000 / 1,000 / 1,071 pairs). `root=None` searches
@@ -295,22 +386,37 @@ def load_multi30k(split: str, root: str | Path | None = None, src_lang: str = "d
     Multi30k GitHub repository, verified by SHA-256. Every de/en file is checked against `CORPUS_SHA256`.
     """
     if split not in MULTI30K_SPLITS:
-        raise ValueError(f"unknown Multi30k split {split!r}: choose one of {', '.join(MULTI30K_SPLITS)}")
+        raise ValueError(
+            f"unknown Multi30k split {split!r}: choose one of {', '.join(MULTI30K_SPLITS)}"
+        )
     if src_lang == tgt_lang:
-        raise ValueError(f"src_lang and tgt_lang are both {src_lang!r}: a translation pair needs two languages")
+        raise ValueError(
+            f"src_lang and tgt_lang are both {src_lang!r}: a translation pair needs two languages"
+        )
     paths = []
     for lang in (src_lang, tgt_lang):
         name = f"{split}.{lang}.gz"
-        known = name in MULTI30K_SHA256  # de and en; other languages are read if present, never downloaded unverified
+        known = (
+            name in MULTI30K_SHA256
+        )  # de and en; other languages are read if present, never downloaded unverified
         try:
-            paths.append(fetch_file(f"multi30k/{name}", MULTI30K_URL.format(name=name), root,
-                                    sha256=MULTI30K_SHA256.get(name), content_sha256=CORPUS_SHA256.get(f"multi30k/{name}"),
-                                    download=download and known))
+            paths.append(
+                fetch_file(
+                    f"multi30k/{name}",
+                    MULTI30K_URL.format(name=name),
+                    root,
+                    sha256=MULTI30K_SHA256.get(name),
+                    content_sha256=CORPUS_SHA256.get(f"multi30k/{name}"),
+                    download=download and known,
+                )
+            )
         except CorpusNotFoundError as err:
             if known:
                 raise
-            raise CorpusNotFoundError(f"{err}; no checksum is known for {name} (only for the de and en files), "
-                                      f"so it is never downloaded") from None
+            raise CorpusNotFoundError(
+                f"{err}; no checksum is known for {name} (only for the de and en files), "
+                f"so it is never downloaded"
+            ) from None
     return load_parallel(*paths)
 
 # %% ../../notebooks/91_corpora.ipynb #47d1fb3f
@@ -327,7 +433,9 @@ def _download_tatoeba(url: str, dest: str | Path, sha256: str | None = None) -> 
         with zipfile.ZipFile(archive) as zf:
             names = [n for n in zf.namelist() if Path(n).name == "cmn.txt"]
             if not names:
-                raise CorpusFormatError(f"{url} holds {zf.namelist()}, not the expected cmn.txt")
+                raise CorpusFormatError(
+                    f"{url} holds {zf.namelist()}, not the expected cmn.txt"
+                )
             data = zf.read(names[0])
     except zipfile.BadZipFile as err:
         raise CorpusFormatError(f"{url} is not a zip archive ({err})") from None
@@ -335,33 +443,59 @@ def _download_tatoeba(url: str, dest: str | Path, sha256: str | None = None) -> 
         archive.unlink(missing_ok=True)
     digest = hashlib.sha256(data).hexdigest()
     if digest != CORPUS_SHA256[TATOEBA_FILE]:
-        raise ChecksumError(f"the cmn.txt downloaded from {url} is not the course's copy of Tatoeba (SHA-256 "
-                            f"{digest[:12]}…, expected {CORPUS_SHA256[TATOEBA_FILE][:12]}…): its splits and scores "
-                            f"would differ, so {dest} was not written; copy tatoeba/cmn-eng.tsv.gz from the course "
-                            f"repository's data/ folder instead")
-    return atomic_write_bytes(dest, gzip.compress(data, mtime=0) if dest.suffix == ".gz" else data)
+        raise ChecksumError(
+            f"the cmn.txt downloaded from {url} is not the course's copy of Tatoeba (SHA-256 "
+            f"{digest[:12]}…, expected {CORPUS_SHA256[TATOEBA_FILE][:12]}…): its splits and scores "
+            f"would differ, so {dest} was not written; copy tatoeba/cmn-eng.tsv.gz from the course "
+            f"repository's data/ folder instead"
+        )
+    return atomic_write_bytes(
+        dest, gzip.compress(data, mtime=0) if dest.suffix == ".gz" else data
+    )
 
 # %% ../../notebooks/91_corpora.ipynb #e4c59e97
-def split_pairs(pairs: Sequence[tuple[str, str]], seed: int = 0, val_fraction: float = 0.05,
-                test_fraction: float = 0.05, key=None) -> dict[str, list[tuple[str, str]]]:
+def split_pairs(
+    pairs: Sequence[tuple[str, str]],
+    seed: int = 0,
+    val_fraction: float = 0.05,
+    test_fraction: float = 0.05,
+    key=None,
+) -> dict[str, list[tuple[str, str]]]:
     """Deterministic {'train', 'val', 'test'} split of `pairs`, grouped by `key(pair)` (default: the source side).
 
     All pairs with the same key land in the same split, chosen by a SHA-256 hash of `seed` and the key, so a
     sentence's split depends on nothing else in the corpus. Fractions are of keys, so pair counts vary a little.
     """
-    if not (0 <= val_fraction and 0 <= test_fraction and val_fraction + test_fraction < 1):
-        raise ValueError(f"val_fraction={val_fraction} and test_fraction={test_fraction} must be >= 0 and sum to < 1")
+    if not (
+        0 <= val_fraction and 0 <= test_fraction and val_fraction + test_fraction < 1
+    ):
+        raise ValueError(
+            f"val_fraction={val_fraction} and test_fraction={test_fraction} must be >= 0 and sum to < 1"
+        )
     key = key or (lambda pair: pair[0])
     splits = {"train": [], "val": [], "test": []}
     for pair in pairs:
         h = hashlib.sha256(f"{seed}\t{key(pair)}".encode("utf-8")).digest()
         u = int.from_bytes(h[:8], "big") / 2**64  # uniform in [0, 1)
-        splits["test" if u < test_fraction else "val" if u < test_fraction + val_fraction else "train"].append(pair)
+        splits[
+            "test"
+            if u < test_fraction
+            else "val"
+            if u < test_fraction + val_fraction
+            else "train"
+        ].append(pair)
     return splits
 
 
-def load_tatoeba(split: str, root: str | Path | None = None, seed: int = 0, *, val_fraction: float = 0.05,
-                 test_fraction: float = 0.05, download: bool = True) -> list[tuple[str, str]]:
+def load_tatoeba(
+    split: str,
+    root: str | Path | None = None,
+    seed: int = 0,
+    *,
+    val_fraction: float = 0.05,
+    test_fraction: float = 0.05,
+    download: bool = True,
+) -> list[tuple[str, str]]:
     """Tatoeba (English, Chinese) pairs of `split` ('train', 'val' (or 'valid'), 'test'), grouped by English sentence.
 
     With the course's copy (the repository's `data/tatoeba/cmn-eng.tsv.gz`, checked against `CORPUS_SHA256`) and the
@@ -370,14 +504,24 @@ def load_tatoeba(split: str, root: str | Path | None = None, seed: int = 0, *, v
     """
     split = {"valid": "val"}.get(split, split)
     if split not in ("train", "val", "test"):
-        raise ValueError(f"unknown Tatoeba split {split!r}: choose 'train', 'val' (or 'valid') or 'test'")
-    path = fetch_file(TATOEBA_FILE, TATOEBA_URL, root, content_sha256=CORPUS_SHA256[TATOEBA_FILE], download=download,
-                      fetch=_download_tatoeba)
+        raise ValueError(
+            f"unknown Tatoeba split {split!r}: choose 'train', 'val' (or 'valid') or 'test'"
+        )
+    path = fetch_file(
+        TATOEBA_FILE,
+        TATOEBA_URL,
+        root,
+        content_sha256=CORPUS_SHA256[TATOEBA_FILE],
+        download=download,
+        fetch=_download_tatoeba,
+    )
     pairs = load_tsv(path, src_col=0, tgt_col=1)
     return split_pairs(pairs, seed, val_fraction, test_fraction)[split]
 
 # %% ../../notebooks/91_corpora.ipynb #b8cc869a
-def split_pairs_for(data, split: str, files: Sequence[str | Path] = ()) -> list[tuple[str, str]]:
+def split_pairs_for(
+    data, split: str, files: Sequence[str | Path] = ()
+) -> list[tuple[str, str]]:
     """The (source, target) pairs of `split` for a run's `DataConfig`, in its direction src_lang -> tgt_lang.
 
     Multi30k and Tatoeba have named splits; a `parallel` or `tsv` corpus has only the `files` a config names
@@ -387,23 +531,43 @@ def split_pairs_for(data, split: str, files: Sequence[str | Path] = ()) -> list[
     root = expand_user(data.data_dir) if data.data_dir else None
     if data.corpus == "multi30k":
         if split not in MULTI30K_SPLITS:
-            raise InputError(f"unknown split {split!r} for Multi30k: choose one of {', '.join(MULTI30K_SPLITS)}")
-        return load_multi30k(split, root=root, src_lang=data.src_lang, tgt_lang=data.tgt_lang, download=data.download)
+            raise InputError(
+                f"unknown split {split!r} for Multi30k: choose one of {', '.join(MULTI30K_SPLITS)}"
+            )
+        return load_multi30k(
+            split,
+            root=root,
+            src_lang=data.src_lang,
+            tgt_lang=data.tgt_lang,
+            download=data.download,
+        )
     if data.corpus == "tatoeba":
         if split not in ("train", "val", "valid", "test"):
-            raise InputError(f"unknown split {split!r} for Tatoeba: choose one of train, val, test")
+            raise InputError(
+                f"unknown split {split!r} for Tatoeba: choose one of train, val, test"
+            )
         pairs = load_tatoeba(split, root=root, download=data.download)  # (en, zh)
         if (data.src_lang, data.tgt_lang) == ("en", "zh"):
             return pairs
         if (data.src_lang, data.tgt_lang) == ("zh", "en"):
             return [(b, a) for a, b in pairs]
-        raise ConfigError(f"tatoeba holds en and zh, not {data.src_lang}->{data.tgt_lang}")
+        raise ConfigError(
+            f"tatoeba holds en and zh, not {data.src_lang}->{data.tgt_lang}"
+        )
     if not files:
-        raise InputError(f"this model was trained on corpus {data.corpus!r}, which has no named splits: translate "
-                         "your files with `transformer translate` and score them with corpus_bleu")
+        raise InputError(
+            f"this model was trained on corpus {data.corpus!r}, which has no named splits: translate "
+            "your files with `transformer translate` and score them with corpus_bleu"
+        )
     for f in files:
         if not Path(f).exists():
-            raise CorpusNotFoundError(f"data file {f} does not exist (the config names it in data.train_files or "
-                                      "data.valid_files)")
+            raise CorpusNotFoundError(
+                f"data file {f} does not exist (the config names it in data.train_files or "
+                "data.valid_files)"
+            )
         check_regular_file(f, error=CorpusFormatError)
-    return load_parallel(files[0], files[1]) if data.corpus == "parallel" else load_tsv(files[0])
+    return (
+        load_parallel(files[0], files[1])
+        if data.corpus == "parallel"
+        else load_tsv(files[0])
+    )

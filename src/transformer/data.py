@@ -24,10 +24,17 @@ class TranslationDataset(torch.utils.data.Dataset):
     `indices[i]` is the item's position in `pairs`; `skipped` counts the dropped pairs by reason.
     """
 
-    def __init__(self, pairs: Sequence[tuple[str, str]], src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer,
-                 max_len: int):
+    def __init__(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        src_tokenizer: Tokenizer,
+        tgt_tokenizer: Tokenizer,
+        max_len: int,
+    ):
         if max_len < 2:
-            raise ValueError(f"max_len={max_len} is too small: a target needs at least one token plus bos/eos")
+            raise ValueError(
+                f"max_len={max_len} is too small: a target needs at least one token plus bos/eos"
+            )
         self.max_len = max_len
         src_all = src_tokenizer.encode_batch([src for src, _ in pairs])
         tgt_all = tgt_tokenizer.encode_batch([tgt for _, tgt in pairs])
@@ -45,7 +52,9 @@ class TranslationDataset(torch.utils.data.Dataset):
                 self.tgt_ids.append(tgt)
                 self.indices.append(i)
         self.num_pairs = len(pairs)
-        self.lengths = [max(len(s), len(t) + 1) for s, t in zip(self.src_ids, self.tgt_ids)]
+        self.lengths = [
+            max(len(s), len(t) + 1) for s, t in zip(self.src_ids, self.tgt_ids)
+        ]
         if sum(self.skipped.values()):
             _log.warning("%s", self.report())
 
@@ -58,9 +67,11 @@ class TranslationDataset(torch.utils.data.Dataset):
     def report(self) -> str:
         """One line saying how many pairs were kept and why the others were dropped."""
         s = self.skipped
-        return (f"kept {len(self):,} of {self.num_pairs:,} pairs; dropped {s['empty']} with an empty side, "
-                f"{s['src_too_long']} with a source over max_len={self.max_len} tokens, {s['tgt_too_long']} with a "
-                f"target over max_len - 1 = {self.max_len - 1} tokens")
+        return (
+            f"kept {len(self):,} of {self.num_pairs:,} pairs; dropped {s['empty']} with an empty side, "
+            f"{s['src_too_long']} with a source over max_len={self.max_len} tokens, {s['tgt_too_long']} with a "
+            f"target over max_len - 1 = {self.max_len - 1} tokens"
+        )
 
 # %% ../../notebooks/09_data.ipynb #644a924d
 class TokenBudgetBatchSampler(torch.utils.data.Sampler):
@@ -72,23 +83,37 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler):
     `drop_last`) so that every rank yields the same number of batches.
     """
 
-    def __init__(self, lengths: Sequence[int], max_tokens: int, shuffle: bool = True, seed: int = 0,
-                 num_replicas: int = 1, rank: int = 0, drop_last: bool = False):
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+        drop_last: bool = False,
+    ):
         self.lengths = [int(n) for n in lengths]
         if max_tokens < 1:
             raise ValueError(f"max_tokens={max_tokens} must be positive")
         if num_replicas < 1 or not 0 <= rank < num_replicas:
-            raise ValueError(f"rank={rank} must be in 0 .. num_replicas - 1 = {num_replicas - 1} (num_replicas >= 1)")
+            raise ValueError(
+                f"rank={rank} must be in 0 .. num_replicas - 1 = {num_replicas - 1} (num_replicas >= 1)"
+            )
         if self.lengths and min(self.lengths) < 1:
             raise ValueError(f"lengths must be >= 1, got {min(self.lengths)}")
         longest = max(self.lengths, default=0)
         if longest > max_tokens:
-            raise ValueError(f"an item has {longest} tokens, more than max_tokens={max_tokens}: raise max_tokens to at "
-                             f"least {longest} or drop long pairs (TranslationDataset's max_len)")
+            raise ValueError(
+                f"an item has {longest} tokens, more than max_tokens={max_tokens}: raise max_tokens to at "
+                f"least {longest} or drop long pairs (TranslationDataset's max_len)"
+            )
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.num_replicas, self.rank, self.drop_last = num_replicas, rank, drop_last
         self.epoch = 0
-        self._num_batches = len(self._pack(sorted(range(len(self.lengths)), key=self.lengths.__getitem__)))
+        self._num_batches = len(
+            self._pack(sorted(range(len(self.lengths)), key=self.lengths.__getitem__))
+        )
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose shuffle to produce (the same on every rank)."""
@@ -115,9 +140,13 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler):
             order = torch.randperm(n, generator=g).tolist()
         else:
             order = list(range(n))
-        batches = self._pack(sorted(order, key=self.lengths.__getitem__))  # stable sort: ties keep the random order
+        batches = self._pack(
+            sorted(order, key=self.lengths.__getitem__)
+        )  # stable sort: ties keep the random order
         if self.shuffle:
-            batches = [batches[j] for j in torch.randperm(len(batches), generator=g).tolist()]
+            batches = [
+                batches[j] for j in torch.randperm(len(batches), generator=g).tolist()
+            ]
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -126,7 +155,9 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler):
         if extra and self.drop_last:
             batches = batches[: len(batches) - extra]
         elif extra:
-            batches = batches + [batches[j % len(batches)] for j in range(self.num_replicas - extra)]
+            batches = batches + [
+                batches[j % len(batches)] for j in range(self.num_replicas - extra)
+            ]
         yield from batches[self.rank :: self.num_replicas]
 
     def __len__(self) -> int:
@@ -151,12 +182,22 @@ class Batch:
 
     def to(self, device, non_blocking: bool = False) -> "Batch":
         """The same batch on `device`."""
-        return Batch(*(t.to(device, non_blocking=non_blocking) for t in (self.src, self.tgt_in, self.tgt_out)),
-                     pad_id=self.pad_id)
+        return Batch(
+            *(
+                t.to(device, non_blocking=non_blocking)
+                for t in (self.src, self.tgt_in, self.tgt_out)
+            ),
+            pad_id=self.pad_id,
+        )
 
     def pin_memory(self) -> "Batch":
         """Page-locked copy, used by `DataLoader(pin_memory=True)` for faster host-to-GPU copies."""
-        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), pad_id=self.pad_id)
+        return Batch(
+            self.src.pin_memory(),
+            self.tgt_in.pin_memory(),
+            self.tgt_out.pin_memory(),
+            pad_id=self.pad_id,
+        )
 
     @property
     def num_tgt_tokens(self) -> int:
@@ -169,8 +210,12 @@ class Batch:
         return int((self.src != self.pad_id).sum())
 
 # %% ../../notebooks/09_data.ipynb #collate-fn
-def collate(batch: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = PAD_ID, bos_id: int = BOS_ID,
-            eos_id: int = EOS_ID) -> Batch:
+def collate(
+    batch: Sequence[tuple[Sequence[int], Sequence[int]]],
+    pad_id: int = PAD_ID,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+) -> Batch:
     """Pad a list of (src_ids, tgt_ids) into a `Batch`: src (B, S), tgt_in = bos + tgt (B, T), tgt_out = tgt + eos (B, T).
 
     Use as `DataLoader(dataset, batch_sampler=sampler, collate_fn=collate)`.

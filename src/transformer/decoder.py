@@ -22,8 +22,15 @@ class DecoderLayer(nn.Module):
     `parts` (chapter 06) says what each piece is made with; cross-attention is `parts.cross_attention`.
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False,
-                 parts: Parts = PAPER):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        parts: Parts = PAPER,
+    ):
         super().__init__()
         self.self_attn = parts.self_attention(d_model, num_heads, dropout)
         self.cross_attn = parts.cross_attention(d_model, num_heads, dropout)
@@ -32,28 +39,51 @@ class DecoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None,
-                tgt_mask: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
         if self.norm_first:  # x + Sublayer(LayerNorm(x)), three times
             y = self.norm1(x)
-            x = x + self.dropout(self.self_attn(y, y, y, tgt_mask, cache=cache))  # (B, T, D)
-            x = x + self.dropout(self.cross_attn(self.norm2(x), memory, memory, src_mask, cache=cache, fixed=True))
+            x = x + self.dropout(
+                self.self_attn(y, y, y, tgt_mask, cache=cache)
+            )  # (B, T, D)
+            x = x + self.dropout(
+                self.cross_attn(
+                    self.norm2(x), memory, memory, src_mask, cache=cache, fixed=True
+                )
+            )
             return x + self.dropout(self.feed_forward(self.norm3(x)))  # (B, T, D)
         # LayerNorm(x + Sublayer(x)), as in the paper
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, tgt_mask, cache=cache)))  # Y_1: (B, T, D)
-        x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory, src_mask, cache=cache, fixed=True)))
+        x = self.norm1(
+            x + self.dropout(self.self_attn(x, x, x, tgt_mask, cache=cache))
+        )  # Y_1: (B, T, D)
+        x = self.norm2(
+            x
+            + self.dropout(
+                self.cross_attn(x, memory, memory, src_mask, cache=cache, fixed=True)
+            )
+        )
         return self.norm3(x + self.dropout(self.feed_forward(x)))  # Y_3: (B, T, D)
 
 # %% ../../notebooks/07_decoder.ipynb #9cb7bab3
 @torch.no_grad()
-def copy_decoder_layer_from_torch(ours: DecoderLayer, ref: nn.TransformerDecoderLayer) -> DecoderLayer:
+def copy_decoder_layer_from_torch(
+    ours: DecoderLayer, ref: nn.TransformerDecoderLayer
+) -> DecoderLayer:
     """Copy a `torch.nn.TransformerDecoderLayer`'s weights into our `DecoderLayer`, to compare the two.
 
     torch's `self_attn`/`multihead_attn` map to our `self_attn`/`cross_attn`; `linear1`, `linear2`
     to our feed-forward; `norm1`-`norm3` have the same names.
     """
     if ref.norm_first != ours.norm_first:
-        raise ValueError(f"norm_first differs: ours {ours.norm_first}, torch {ref.norm_first}; build both the same way")
+        raise ValueError(
+            f"norm_first differs: ours {ours.norm_first}, torch {ref.norm_first}; build both the same way"
+        )
     copy_weights_from_torch(ours.self_attn, ref.self_attn)
     copy_weights_from_torch(ours.cross_attn, ref.multihead_attn)
     ours.feed_forward.linear1.load_state_dict(ref.linear1.state_dict())
@@ -70,17 +100,35 @@ class Decoder(nn.Module):
     with a `KVCache`, x holds the new positions only (generation).
     """
 
-    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False, parts: Parts = PAPER):
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        parts: Parts = PAPER,
+    ):
         super().__init__()
         if num_layers < 1:
-            raise ValueError(f"num_layers={num_layers}: a decoder needs at least one layer")
-        self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, parts)
-                                    for _ in range(num_layers))
+            raise ValueError(
+                f"num_layers={num_layers}: a decoder needs at least one layer"
+            )
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, parts)
+            for _ in range(num_layers)
+        )
         self.norm = parts.norm(d_model) if norm_first else nn.Identity()
 
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None,
-                tgt_mask: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
         for layer in self.layers:
             x = layer(x, memory, src_mask, tgt_mask, cache)  # (B, T, D)
         return self.norm(x)  # (B, T, D)

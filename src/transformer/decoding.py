@@ -33,24 +33,39 @@ class Hypothesis:
     `score` is what the search ranked by (`log_prob` for greedy, `log_prob / lp(length)` for beam search);
     `finished` is False when the length limit stopped the sentence before it produced EOS.
     """
+
     tokens: list[int]
     log_prob: float
     score: float
     finished: bool = True
 
 
-def output_limits(lengths: Sequence[int], max_len_a: float, max_len_b: int, model_max_len: int) -> list[int]:
+def output_limits(
+    lengths: Sequence[int], max_len_a: float, max_len_b: int, model_max_len: int
+) -> list[int]:
     """Source lengths S_i -> the most output tokens (EOS included) each sentence may get: a * S_i + b.
 
     Capped at model_max_len - 1, so that BOS and every generated token have a position in the table. Plain
     Python, so that the ONNX translator (appendix 96) applies the very same rule.
     """
-    if not (_real(max_len_a) and math.isfinite(max_len_a) and max_len_a >= 0 and _integer(max_len_b)
-            and max_len_b >= 1):
-        raise InputError(f"max_len_a={max_len_a!r} and max_len_b={max_len_b!r}: the output may hold a * S + b tokens, "
-                         "with a a finite number >= 0 and b an integer >= 1")
+    if not (
+        _real(max_len_a)
+        and math.isfinite(max_len_a)
+        and max_len_a >= 0
+        and _integer(max_len_b)
+        and max_len_b >= 1
+    ):
+        raise InputError(
+            f"max_len_a={max_len_a!r} and max_len_b={max_len_b!r}: the output may hold a * S + b tokens, "
+            "with a a finite number >= 0 and b an integer >= 1"
+        )
     b = min(max_len_b, model_max_len)  # a larger b changes nothing
-    return [max(1, min(model_max_len - 1, math.floor(min(max_len_a * n, model_max_len)) + b)) for n in lengths]
+    return [
+        max(
+            1, min(model_max_len - 1, math.floor(min(max_len_a * n, model_max_len)) + b)
+        )
+        for n in lengths
+    ]
 
 
 def source_lengths(src: Tensor, pad_id: int) -> list[int]:
@@ -76,20 +91,38 @@ class DecoderSteps:
     goes through the decoder, at position t - 1, and reads the earlier positions' keys and values.
     """
 
-    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool = True):
-        self.model, self.memory, self.src_mask = model, memory, src_mask  # (B, S, D), (B, 1, 1, S)
+    def __init__(
+        self,
+        model: Transformer,
+        memory: Tensor,
+        src_mask: Tensor,
+        use_cache: bool = True,
+    ):
+        self.model, self.memory, self.src_mask = (
+            model,
+            memory,
+            src_mask,
+        )  # (B, S, D), (B, 1, 1, S)
         self.cache = KVCache() if use_cache else None
 
     def step(self, ys: Tensor) -> Tensor:
         """ys (B, t): BOS and the tokens so far -> log-probabilities of the next token (B, V)."""
         m = self.model
         if self.cache is None:
-            h = m.decode(ys, self.memory, self.src_mask, m.make_tgt_mask(ys))  # (B, t, D): all t positions again
-            return _log_probs(m.generator(h[:, -1]))  # (B, V): only the last position is used
+            h = m.decode(
+                ys, self.memory, self.src_mask, m.make_tgt_mask(ys)
+            )  # (B, t, D): all t positions again
+            return _log_probs(
+                m.generator(h[:, -1])
+            )  # (B, V): only the last position is used
         if ys.shape[1] != self.cache.length + 1:
-            raise ValueError(f"the cache holds {self.cache.length} tokens, so ys must have {self.cache.length + 1} "
-                             f"columns, got {ys.shape[1]}")
-        h = m.decode(ys[:, -1:], self.memory, self.src_mask, None, cache=self.cache)  # (B, 1, D): the new token
+            raise ValueError(
+                f"the cache holds {self.cache.length} tokens, so ys must have {self.cache.length + 1} "
+                f"columns, got {ys.shape[1]}"
+            )
+        h = m.decode(
+            ys[:, -1:], self.memory, self.src_mask, None, cache=self.cache
+        )  # (B, 1, D): the new token
         return _log_probs(m.generator(h[:, 0]))  # (B, V)
 
     def select(self, rows: Tensor, same_sources: bool = False) -> None:
@@ -112,25 +145,51 @@ def _log_probs(logits: Tensor) -> Tensor:
 def _check_src(model: Transformer, src: Tensor) -> None:
     """Refuse a model that is not a `Transformer`, and a source batch that is not (B, S) token ids of the model's
     source vocabulary, longer than the model reads, or with an empty row."""
-    if not (isinstance(model, torch.nn.Module) and hasattr(model, "encode") and hasattr(model, "config")):
+    if not (
+        isinstance(model, torch.nn.Module)
+        and hasattr(model, "encode")
+        and hasattr(model, "config")
+    ):
         hint = ": pass the checkpoint's .model" if hasattr(model, "model") else ""
-        raise InputError(f"model must be a Transformer, got {type(model).__name__}{hint}")
-    if not isinstance(src, Tensor) or src.dim() != 2 or src.dtype not in (torch.int64, torch.int32):
-        shown = f"shape {tuple(src.shape)}, dtype {src.dtype}" if isinstance(src, Tensor) else type(src).__name__
-        hint = ": for one sentence use src[None]" if isinstance(src, Tensor) and src.dim() == 1 else ""
-        raise InputError(f"src must be a (B, S) tensor of token ids (int64), got {shown}{hint}")
+        raise InputError(
+            f"model must be a Transformer, got {type(model).__name__}{hint}"
+        )
+    if (
+        not isinstance(src, Tensor)
+        or src.dim() != 2
+        or src.dtype not in (torch.int64, torch.int32)
+    ):
+        shown = (
+            f"shape {tuple(src.shape)}, dtype {src.dtype}"
+            if isinstance(src, Tensor)
+            else type(src).__name__
+        )
+        hint = (
+            ": for one sentence use src[None]"
+            if isinstance(src, Tensor) and src.dim() == 1
+            else ""
+        )
+        raise InputError(
+            f"src must be a (B, S) tensor of token ids (int64), got {shown}{hint}"
+        )
     V = model.config.src_vocab_size
     lo, hi = (int(src.min()), int(src.max())) if src.numel() else (0, 0)
     if not 0 <= lo <= hi < V:
         bad = lo if lo < 0 else hi
-        raise InputError(f"src holds token id {bad}, outside the source vocabulary (ids 0 to {V - 1}): encode the "
-                         "sentences with the model's own source tokenizer")
+        raise InputError(
+            f"src holds token id {bad}, outside the source vocabulary (ids 0 to {V - 1}): encode the "
+            "sentences with the model's own source tokenizer"
+        )
     if src.shape[1] > model.config.max_len:
-        raise InputError(f"src has {src.shape[1]} positions, but the model reads at most max_len="
-                         f"{model.config.max_len}: cut the sentences to fit (`translate` does, and says so)")
+        raise InputError(
+            f"src has {src.shape[1]} positions, but the model reads at most max_len="
+            f"{model.config.max_len}: cut the sentences to fit (`translate` does, and says so)"
+        )
     if len(src) and (src != model.config.pad_id).sum(-1).min() == 0:
-        raise InputError("a source sentence is empty (all padding): give empty lines an empty translation "
-                         "without calling the model, as `translate` does")
+        raise InputError(
+            "a source sentence is empty (all padding): give empty lines an empty translation "
+            "without calling the model, as `translate` does"
+        )
 
 
 def _start(model: Transformer, src: Tensor, use_cache: bool):
@@ -142,8 +201,14 @@ def _start(model: Transformer, src: Tensor, use_cache: bool):
 
 
 @torch.no_grad()
-def greedy_decode(model: Transformer, src: Tensor, *, max_len_a: float = 1.5, max_len_b: int = 10,
-                  use_cache: bool = True) -> list[Hypothesis]:
+def greedy_decode(
+    model: Transformer,
+    src: Tensor,
+    *,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    use_cache: bool = True,
+) -> list[Hypothesis]:
     """Translate a batch by always taking the most probable next token: src (B, S) -> B hypotheses.
 
     The notes' loop for B sentences at once: encode once, start from BOS ("$"), append the argmax
@@ -154,9 +219,13 @@ def greedy_decode(model: Transformer, src: Tensor, *, max_len_a: float = 1.5, ma
     state = _start(model, src, use_cache)
     B = src.shape[0]
     c = model.config
-    limits = torch.tensor(output_limits(source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len),
-                          device=src.device)  # (B,)
-    rows = torch.arange(B, device=src.device)  # (b,): the sentence each live row belongs to
+    limits = torch.tensor(
+        output_limits(source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len),
+        device=src.device,
+    )  # (B,)
+    rows = torch.arange(
+        B, device=src.device
+    )  # (b,): the sentence each live row belongs to
     ys = torch.full((B, 1), BOS_ID, dtype=torch.long, device=src.device)  # (b, t): "$"
     log_prob = torch.zeros(B, dtype=torch.float64, device=src.device)  # (b,)
     out: list[Hypothesis | None] = [None] * B
@@ -168,7 +237,9 @@ def greedy_decode(model: Transformer, src: Tensor, *, max_len_a: float = 1.5, ma
         done = ended | (ys.shape[1] - 1 >= limits[rows])  # (b,)
         for r in done.nonzero()[:, 0].tolist():
             tokens, lp = ys[r, 1:].tolist(), float(log_prob[r])
-            out[int(rows[r])] = Hypothesis(tokens[:-1] if ended[r] else tokens, lp, lp, bool(ended[r]))
+            out[int(rows[r])] = Hypothesis(
+                tokens[:-1] if ended[r] else tokens, lp, lp, bool(ended[r])
+            )
         if done.any():
             keep = (~done).nonzero()[:, 0]  # (b',): the rows still decoding
             rows, ys, log_prob = rows[keep], ys[keep], log_prob[keep]
@@ -185,9 +256,18 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
 
 # %% ../../notebooks/11_decoding.ipynb #fc8e07b2
 @torch.no_grad()
-def beam_search(model: Transformer, src: Tensor, *, beam_size: int = 4, alpha: float = 0.6, n_best: int = 1,
-                max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True,
-                early_stop: bool = True) -> list[list[Hypothesis]]:
+def beam_search(
+    model: Transformer,
+    src: Tensor,
+    *,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    n_best: int = 1,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    use_cache: bool = True,
+    early_stop: bool = True,
+) -> list[list[Hypothesis]]:
     """Keep the `beam_size` most probable prefixes of every sentence: src (B, S) -> B lists of n_best hypotheses.
 
     All B sentences x k beams run as one batch of B*k rows. A prefix that produces EOS is set aside as a
@@ -198,42 +278,74 @@ def beam_search(model: Transformer, src: Tensor, *, beam_size: int = 4, alpha: f
     """
     check_decoding(beam_size, alpha, model.config.tgt_vocab_size)
     if not _integer(n_best) or not 1 <= n_best <= beam_size:
-        raise InputError(f"n_best={n_best!r}: the hypotheses returned per sentence, an integer from 1 to beam_size="
-                         f"{beam_size}")
+        raise InputError(
+            f"n_best={n_best!r}: the hypotheses returned per sentence, an integer from 1 to beam_size="
+            f"{beam_size}"
+        )
     _check_src(model, src)
     k, B, dev = beam_size, src.shape[0], src.device
     c = model.config
-    limits = output_limits(source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len)
-    check_fits(_beam_bytes(model, B, src.shape[1], k, max(limits, default=1)), dev,
-               f"beam search with a beam of {k} over {B} sentence(s)", "the beam size or the batch size")
+    limits = output_limits(
+        source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len
+    )
+    check_fits(
+        _beam_bytes(model, B, src.shape[1], k, max(limits, default=1)),
+        dev,
+        f"beam search with a beam of {k} over {B} sentence(s)",
+        "the beam size or the batch size",
+    )
     state = _start(model, src, use_cache)  # each source encoded once...
-    state.select(torch.arange(B, device=dev).repeat_interleave(k))  # ...then B*k rows: sentence 0's k beams first
+    state.select(
+        torch.arange(B, device=dev).repeat_interleave(k)
+    )  # ...then B*k rows: sentence 0's k beams first
     sentences = list(range(B))  # the sentence of each live group of k rows
     ys = torch.full((B * k, 1), BOS_ID, dtype=torch.long, device=dev)  # (b*k, t)
-    beam_lp = torch.full((B, k), -math.inf, dtype=torch.float64, device=dev)  # (b, k): log P of each open beam
+    beam_lp = torch.full(
+        (B, k), -math.inf, dtype=torch.float64, device=dev
+    )  # (b, k): log P of each open beam
     beam_lp[:, 0] = 0.0  # at the start the k beams are the same "$": keep one of them
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     while sentences:
         b, t = len(sentences), ys.shape[1]  # each beam holds t - 1 tokens after "$"
         logp = state.step(ys).view(b, k, -1)  # (b, k, V)
         V = logp.shape[-1]
-        top_lp, top = (beam_lp.to(logp.dtype)[:, :, None] + logp).view(b, k * V).topk(2 * k, dim=-1)  # (b, 2k) each
-        ranked = zip(top_lp.tolist(), (top // V).tolist(), (top % V).tolist())  # per sentence: log P, beam, token
+        top_lp, top = (
+            (beam_lp.to(logp.dtype)[:, :, None] + logp)
+            .view(b, k * V)
+            .topk(2 * k, dim=-1)
+        )  # (b, 2k) each
+        ranked = zip(
+            top_lp.tolist(), (top // V).tolist(), (top % V).tolist()
+        )  # per sentence: log P, beam, token
         next_rows, next_tok, next_lp, done = [], [], [], []
         for g, (s, candidates) in enumerate(zip(sentences, ranked)):
-            chosen = _extend(finished[s], ys[g * k:(g + 1) * k], *candidates, t, limits[s], alpha)
-            done.append(t >= limits[s] or not chosen
-                        or early_stop and _settled(finished[s], chosen[0][2], n_best, limits[s], alpha))
+            chosen = _extend(
+                finished[s], ys[g * k : (g + 1) * k], *candidates, t, limits[s], alpha
+            )
+            done.append(
+                t >= limits[s]
+                or not chosen
+                or early_stop
+                and _settled(finished[s], chosen[0][2], n_best, limits[s], alpha)
+            )
             if not done[-1]:
-                chosen += [(0, PAD_ID, -math.inf)] * (k - len(chosen))  # only with a vocabulary smaller than 2k
+                chosen += [(0, PAD_ID, -math.inf)] * (
+                    k - len(chosen)
+                )  # only with a vocabulary smaller than 2k
                 next_rows += [g * k + beam for beam, _, _ in chosen]
                 next_tok += [tok for _, tok, _ in chosen]
                 next_lp.append([lp for _, _, lp in chosen])
         sentences = [s for s, d in zip(sentences, done) if not d]
         if sentences:
-            rows = torch.tensor(next_rows, device=dev)  # (b'*k,): the old row each new beam extends
-            state.select(rows, same_sources=not any(done))  # the decoder state follows its beams
-            ys = torch.cat([ys[rows], torch.tensor(next_tok, device=dev)[:, None]], dim=1)  # (b'*k, t + 1)
+            rows = torch.tensor(
+                next_rows, device=dev
+            )  # (b'*k,): the old row each new beam extends
+            state.select(
+                rows, same_sources=not any(done)
+            )  # the decoder state follows its beams
+            ys = torch.cat(
+                [ys[rows], torch.tensor(next_tok, device=dev)[:, None]], dim=1
+            )  # (b'*k, t + 1)
             beam_lp = torch.tensor(next_lp, dtype=logp.dtype, device=dev)  # (b', k)
     return [hyps[:n_best] for hyps in finished]
 
@@ -246,11 +358,17 @@ def check_decoding(beam_size: int, alpha: float, vocab_size: int) -> None:
     at the first step), or a length penalty exponent that is not a number from 0 to `MAX_ALPHA` (a NaN exponent
     would make every score NaN, so that none could win)."""
     if not _integer(beam_size) or not 1 <= beam_size <= vocab_size:
-        raise InputError(f"beam_size={beam_size!r}: give an integer from 1 (greedy decoding) to the target "
-                         f"vocabulary's {vocab_size} pieces; beams of 4 to 8 are usual")
-    if not _real(alpha) or not 0 <= alpha <= MAX_ALPHA:  # a NaN makes every score NaN; a huge one overflows lp
-        raise InputError(f"alpha={alpha!r}: the length penalty's exponent must be a number from 0 to {MAX_ALPHA} "
-                         "(0.6 to 1.5 are usual)")
+        raise InputError(
+            f"beam_size={beam_size!r}: give an integer from 1 (greedy decoding) to the target "
+            f"vocabulary's {vocab_size} pieces; beams of 4 to 8 are usual"
+        )
+    if (
+        not _real(alpha) or not 0 <= alpha <= MAX_ALPHA
+    ):  # a NaN makes every score NaN; a huge one overflows lp
+        raise InputError(
+            f"alpha={alpha!r}: the length penalty's exponent must be a number from 0 to {MAX_ALPHA} "
+            "(0.6 to 1.5 are usual)"
+        )
 
 
 def _beam_bytes(model: Transformer, B: int, S: int, k: int, steps: int) -> int:
@@ -259,12 +377,22 @@ def _beam_bytes(model: Transformer, B: int, S: int, k: int, steps: int) -> int:
     cross-attention over S), twice: reordering the rows for the beams copies the cache while the old one is
     alive. In float32; the model's own activations are not counted, so passing is no guarantee."""
     c = model.config
-    per_row = 3 * c.tgt_vocab_size + 2 * 2 * c.num_decoder_layers * (steps + S) * c.d_model
+    per_row = (
+        3 * c.tgt_vocab_size + 2 * 2 * c.num_decoder_layers * (steps + S) * c.d_model
+    )
     return 4 * B * k * per_row
 
 
-def _extend(hyps: list[Hypothesis], beams: Tensor, lps: list[float], beam_ids: list[int], tokens: list[int],
-            t: int, limit: int, alpha: float) -> list[tuple[int, int, float]]:
+def _extend(
+    hyps: list[Hypothesis],
+    beams: Tensor,
+    lps: list[float],
+    beam_ids: list[int],
+    tokens: list[int],
+    t: int,
+    limit: int,
+    alpha: float,
+) -> list[tuple[int, int, float]]:
     """One sentence's 2k best candidates (log P, which beam, which token), best first: those that end in EOS
     join `hyps` as finished hypotheses, the k best others are returned as (beam, token, log P), the next
     beams. At the length limit those become unfinished hypotheses instead. `hyps` keeps its k best, best first.
@@ -276,21 +404,36 @@ def _extend(hyps: list[Hypothesis], beams: Tensor, lps: list[float], beam_ids: l
             break
         if tok == EOS_ID:
             if j < k:  # an EOS ranked below the k best was never a beam: ignore it
-                hyps.append(Hypothesis(beams[beam, 1:].tolist(), lp, lp / length_penalty(t, alpha)))
+                hyps.append(
+                    Hypothesis(
+                        beams[beam, 1:].tolist(), lp, lp / length_penalty(t, alpha)
+                    )
+                )
         elif len(chosen) < k:
             chosen.append((beam, tok, lp))
     if t >= limit:  # length limit: the open beams end here, unfinished
-        hyps += [Hypothesis(beams[beam, 1:].tolist() + [tok], lp, lp / length_penalty(t, alpha), False)
-                 for beam, tok, lp in chosen]
+        hyps += [
+            Hypothesis(
+                beams[beam, 1:].tolist() + [tok],
+                lp,
+                lp / length_penalty(t, alpha),
+                False,
+            )
+            for beam, tok, lp in chosen
+        ]
     hyps.sort(key=lambda h: -h.score)
     del hyps[k:]  # at most k are ever needed
     return chosen
 
 
-def _settled(hyps: list[Hypothesis], best_open_lp: float, n_best: int, limit: int, alpha: float) -> bool:
+def _settled(
+    hyps: list[Hypothesis], best_open_lp: float, n_best: int, limit: int, alpha: float
+) -> bool:
     """True when the n_best finished hypotheses are final: an open beam's log P only falls as it grows, and
     lp(L) <= lp(limit) for alpha >= 0, so log P / lp(limit) bounds every score the best open beam can reach."""
-    return len(hyps) >= n_best and hyps[n_best - 1].score >= best_open_lp / length_penalty(limit, alpha)
+    return len(hyps) >= n_best and hyps[
+        n_best - 1
+    ].score >= best_open_lp / length_penalty(limit, alpha)
 
 # %% ../../notebooks/11_decoding.ipynb #9f8acb8a
 DEFAULT_DECODING = {"beam_size": 4, "alpha": 0.6}
@@ -298,44 +441,74 @@ DEFAULT_DECODING = {"beam_size": 4, "alpha": 0.6}
 
 def decoding_settings(checkpoint) -> dict:
     """The beam size and length penalty a model recommends: its `decoding.json`, else `DEFAULT_DECODING`."""
-    path = Path(checkpoint.path) / "decoding.json" if getattr(checkpoint, "path", None) else None
+    path = (
+        Path(checkpoint.path) / "decoding.json"
+        if getattr(checkpoint, "path", None)
+        else None
+    )
     if path is None or not (path.exists() or path.is_symlink()):
         return dict(DEFAULT_DECODING)
     try:
-        chosen = json.loads(read_regular_file(path, 1 << 16, CheckpointError).decode("utf-8"))
+        chosen = json.loads(
+            read_regular_file(path, 1 << 16, CheckpointError).decode("utf-8")
+        )
     except OSError as e:
-        raise CheckpointError(f"{path} cannot be read ({e.strerror}): fix it, or delete it to decode with "
-                              f"{DEFAULT_DECODING}") from None
+        raise CheckpointError(
+            f"{path} cannot be read ({e.strerror}): fix it, or delete it to decode with "
+            f"{DEFAULT_DECODING}"
+        ) from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise CheckpointError(f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): fix it, or delete it to decode with "
-                              f"{DEFAULT_DECODING}") from None
-    settings = {k: chosen.get(k, v) for k, v in DEFAULT_DECODING.items()} if isinstance(chosen, dict) else {}
+        raise CheckpointError(
+            f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): fix it, or delete it to decode with "
+            f"{DEFAULT_DECODING}"
+        ) from None
+    settings = (
+        {k: chosen.get(k, v) for k, v in DEFAULT_DECODING.items()}
+        if isinstance(chosen, dict)
+        else {}
+    )
     try:
-        check_decoding(settings.get("beam_size"), settings.get("alpha"), checkpoint.model.config.tgt_vocab_size)
+        check_decoding(
+            settings.get("beam_size"),
+            settings.get("alpha"),
+            checkpoint.model.config.tgt_vocab_size,
+        )
     except InputError as e:
-        raise CheckpointError(f"{path} must hold {{\"beam_size\": an integer from 1 to the target vocabulary's size, "
-                              f"\"alpha\": a number from 0 to {MAX_ALPHA:g}}}, got {chosen!r:.80} ({e}): fix it, or delete it to decode "
-                              f"with {DEFAULT_DECODING}") from None
+        raise CheckpointError(
+            f'{path} must hold {{"beam_size": an integer from 1 to the target vocabulary\'s size, '
+            f'"alpha": a number from 0 to {MAX_ALPHA:g}}}, got {chosen!r:.80} ({e}): fix it, or delete it to decode '
+            f"with {DEFAULT_DECODING}"
+        ) from None
     return settings
 
 
 def _checked_sentences(checkpoint, sentences, batch_size) -> list[str]:
     """`translate`'s arguments, each refused with its name and what it must be; the sentences as a list."""
-    if not all(hasattr(checkpoint, a) for a in ("model", "src_tokenizer", "tgt_tokenizer")):
-        raise InputError(f"checkpoint must be a loaded model (transformer.load_translator(\"multi30k-de-en\") or a "
-                         f"run's folder), got {type(checkpoint).__name__}")
+    if not all(
+        hasattr(checkpoint, a) for a in ("model", "src_tokenizer", "tgt_tokenizer")
+    ):
+        raise InputError(
+            f'checkpoint must be a loaded model (transformer.load_translator("multi30k-de-en") or a '
+            f"run's folder), got {type(checkpoint).__name__}"
+        )
     if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Iterable):
-        raise InputError(f"sentences must be a list of strings, got {type(sentences).__name__}: for one sentence, "
-                         "pass [sentence]")
+        raise InputError(
+            f"sentences must be a list of strings, got {type(sentences).__name__}: for one sentence, "
+            "pass [sentence]"
+        )
     sentences = list(sentences)
     for i, s in enumerate(sentences):
         if not isinstance(s, str):
-            raise InputError(f"sentences[{i}] is {type(s).__name__}, not a str: every sentence must be a string")
+            raise InputError(
+                f"sentences[{i}] is {type(s).__name__}, not a str: every sentence must be a string"
+            )
         try:
             s.encode("utf-8")
         except UnicodeEncodeError as e:  # a lone surrogate: bytes that were not UTF-8, decoded with errors="surrogateescape"
-            raise InputError(f"sentences[{i}] is not valid Unicode: character {e.start + 1} is a lone surrogate "
-                             "(text read from bytes that were not UTF-8)") from None
+            raise InputError(
+                f"sentences[{i}] is not valid Unicode: character {e.start + 1} is a lone surrogate "
+                "(text read from bytes that were not UTF-8)"
+            ) from None
     if not _integer(batch_size) or batch_size < 1:
         raise InputError(f"batch_size={batch_size!r} must be an integer >= 1")
     return sentences
@@ -345,7 +518,9 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     """The indices of the non-empty sentences, shortest first, cut into batches of at most `batch_size`:
     sentences of about one length share a batch, so little padding is computed."""
     order = sorted((i for i, n in enumerate(lengths) if n), key=lambda i: lengths[i])
-    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    return [
+        order[start : start + batch_size] for start in range(0, len(order), batch_size)
+    ]
 
 
 def pad_rows(rows: Sequence[Sequence[int]], pad_id: int) -> list[list[int]]:
@@ -354,9 +529,17 @@ def pad_rows(rows: Sequence[Sequence[int]], pad_id: int) -> list[list[int]]:
     return [list(row) + [pad_id] * (width - len(row)) for row in rows]
 
 
-def translate(checkpoint, sentences: Sequence[str], *, beam_size: int | None = None, alpha: float | None = None,
-              batch_size: int = 64, max_len_a: float = 1.5, max_len_b: int = 10,
-              on_truncate: Callable[[int, int, int], None] | None = None) -> list[str]:
+def translate(
+    checkpoint,
+    sentences: Sequence[str],
+    *,
+    beam_size: int | None = None,
+    alpha: float | None = None,
+    batch_size: int = 64,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    on_truncate: Callable[[int, int, int], None] | None = None,
+) -> list[str]:
     """Translate sentences with a loaded checkpoint (`load_translator`): one output string per input, in order.
 
     Sentences are sorted by length and decoded `batch_size` at a time (beam search, or greedy when
@@ -371,32 +554,55 @@ def translate(checkpoint, sentences: Sequence[str], *, beam_size: int | None = N
     settings = decoding_settings(checkpoint)
     beam_size = settings["beam_size"] if beam_size is None else beam_size
     alpha = settings["alpha"] if alpha is None else alpha
-    model, src_tok, tgt_tok = checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer
+    model, src_tok, tgt_tok = (
+        checkpoint.model,
+        checkpoint.src_tokenizer,
+        checkpoint.tgt_tokenizer,
+    )
     check_decoding(beam_size, alpha, model.config.tgt_vocab_size)
     device, limit = next(model.parameters()).device, model.config.max_len
     ids = src_tok.encode_batch([s.strip() for s in sentences])
     for i, x in enumerate(ids):
         if len(x) > limit:
             if on_truncate is None:
-                warnings.warn(f"sentence {i + 1} has {len(x)} tokens but the model reads at most {limit}: "
-                              f"it was cut to its first {limit}", stacklevel=2)
+                warnings.warn(
+                    f"sentence {i + 1} has {len(x)} tokens but the model reads at most {limit}: "
+                    f"it was cut to its first {limit}",
+                    stacklevel=2,
+                )
             else:
                 on_truncate(i, len(x), limit)
             ids[i] = x[:limit]
     out = [""] * len(ids)
     batches = length_batches([len(x) for x in ids], batch_size)
-    if batches and beam_size > 1:  # the largest batch the search will hold, checked before the first is decoded
+    if (
+        batches and beam_size > 1
+    ):  # the largest batch the search will hold, checked before the first is decoded
         S, b = len(ids[batches[-1][-1]]), len(batches[0])
-        check_fits(_beam_bytes(model, b, S, beam_size, limit), device,
-                   f"beam search with a beam of {beam_size} over batches of {b} sentences",
-                   "the beam size or the batch size")
+        check_fits(
+            _beam_bytes(model, b, S, beam_size, limit),
+            device,
+            f"beam search with a beam of {beam_size} over batches of {b} sentences",
+            "the beam size or the batch size",
+        )
     for chunk in batches:
-        src = torch.tensor(pad_rows([ids[i] for i in chunk], model.config.pad_id), device=device)  # (b, S)
+        src = torch.tensor(
+            pad_rows([ids[i] for i in chunk], model.config.pad_id), device=device
+        )  # (b, S)
         if beam_size == 1:
             best = greedy_decode(model, src, max_len_a=max_len_a, max_len_b=max_len_b)
         else:
-            best = [n[0] for n in beam_search(model, src, beam_size=beam_size, alpha=alpha,
-                                              max_len_a=max_len_a, max_len_b=max_len_b)]
+            best = [
+                n[0]
+                for n in beam_search(
+                    model,
+                    src,
+                    beam_size=beam_size,
+                    alpha=alpha,
+                    max_len_a=max_len_a,
+                    max_len_b=max_len_b,
+                )
+            ]
         for i, text in zip(chunk, tgt_tok.decode_batch([h.tokens for h in best])):
             out[i] = text
     return out

@@ -35,6 +35,7 @@ def select_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
 @dataclass
 class DistInfo:
     """Where this process sits in a `torchrun` job (one process: rank 0 of 1)."""
+
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
@@ -47,7 +48,11 @@ class DistInfo:
     def from_env(cls) -> "DistInfo":
         """Read the variables torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK)."""
         env = os.environ
-        return cls(int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), int(env.get("LOCAL_RANK", 0)))
+        return cls(
+            int(env.get("RANK", 0)),
+            int(env.get("WORLD_SIZE", 1)),
+            int(env.get("LOCAL_RANK", 0)),
+        )
 
 # %% ../../notebooks/94_distributed.ipynb #8a65a530
 def rng_state(device: torch.device) -> dict:

@@ -18,8 +18,10 @@ def sinusoidal_positional_encoding(max_len: int, d_model: int) -> Tensor:
     as float32.
     """
     if d_model <= 0 or d_model % 2 != 0:
-        raise ValueError(f"d_model={d_model} must be a positive even number: each frequency needs a sine "
-                         f"and a cosine dimension (try d_model={max(2, d_model + d_model % 2)})")
+        raise ValueError(
+            f"d_model={d_model} must be a positive even number: each frequency needs a sine "
+            f"and a cosine dimension (try d_model={max(2, d_model + d_model % 2)})"
+        )
     if max_len < 0:
         raise ValueError(f"max_len={max_len} must be >= 0")
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
@@ -63,14 +65,20 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
         super().__init__()
-        self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model), persistent=False)  # (max_len, D)
+        self.register_buffer(
+            "pe", sinusoidal_positional_encoding(max_len, d_model), persistent=False
+        )  # (max_len, D)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         L = x.shape[1]
         if offset < 0:
-            raise ValueError(f"offset={offset} must be >= 0: it is the position of the first token in x")
+            raise ValueError(
+                f"offset={offset} must be >= 0: it is the position of the first token in x"
+            )
         if offset + L > self.pe.shape[0]:
-            raise ValueError(f"positions up to {offset + L - 1} requested but the table stops at "
-                             f"max_len-1={self.pe.shape[0] - 1}: raise max_len in the config")
-        return self.dropout(x + self.pe[offset:offset + L])  # (B, L, D) + (L, D)
+            raise ValueError(
+                f"positions up to {offset + L - 1} requested but the table stops at "
+                f"max_len-1={self.pe.shape[0] - 1}: raise max_len in the config"
+            )
+        return self.dropout(x + self.pe[offset : offset + L])  # (B, L, D) + (L, D)

@@ -22,9 +22,13 @@ class FeedForward(nn.Module):
     vector gets transformed after attention has mixed in the others.
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True
+    ):
         super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)  # W_1: (D, d_ff), b_1: (d_ff,)
+        self.linear1 = nn.Linear(
+            d_model, d_ff, bias=bias
+        )  # W_1: (D, d_ff), b_1: (d_ff,)
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)  # W_2: (d_ff, D), b_2: (D,)
         self.dropout = nn.Dropout(dropout)
 
@@ -41,6 +45,7 @@ class Parts:
     cross_attention(D, h, dropout); for the whole model (chapter 08) positions(D, max_len, dropout), applied
     to the embeddings, and generator(D, |V|). The defaults are the paper's pieces; chapter 16 passes others.
     """
+
     norm: Callable[[int], nn.Module] = nn.LayerNorm
     feed_forward: Callable[[int, int, float], nn.Module] = FeedForward
     self_attention: Callable[[int, int, float], nn.Module] = MultiHeadAttention
@@ -49,7 +54,9 @@ class Parts:
     generator: Callable[[int, int], nn.Module] = nn.Linear
 
 
-PAPER = Parts()  # the 2017 block: LayerNorm, ReLU feed-forward, biases everywhere, sinusoids added
+PAPER = (
+    Parts()
+)  # the 2017 block: LayerNorm, ReLU feed-forward, biases everywhere, sinusoids added
 
 # %% ../../notebooks/06_encoder.ipynb #491a8ae5
 class EncoderLayer(nn.Module):
@@ -60,19 +67,30 @@ class EncoderLayer(nn.Module):
     identity path through the whole stack. `parts` says what the attention, feed-forward and norms are made with.
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False,
-                 parts: Parts = PAPER):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        parts: Parts = PAPER,
+    ):
         super().__init__()
         self.self_attn = parts.self_attention(d_model, num_heads, dropout)
         self.feed_forward = parts.feed_forward(d_model, d_ff, dropout)
         self.norm1, self.norm2 = parts.norm(d_model), parts.norm(d_model)
-        self.dropout = nn.Dropout(dropout)  # on each sublayer's output, before the residual sum
+        self.dropout = nn.Dropout(
+            dropout
+        )  # on each sublayer's output, before the residual sum
         self.norm_first = norm_first
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         if self.norm_first:  # pre-norm: x + Sublayer(LN(x))
             x_norm = self.norm1(x)  # (B, S, D)
-            x = x + self.dropout(self.self_attn(x_norm, x_norm, x_norm, mask))  # (B, S, D)
+            x = x + self.dropout(
+                self.self_attn(x_norm, x_norm, x_norm, mask)
+            )  # (B, S, D)
             return x + self.dropout(self.feed_forward(self.norm2(x)))  # (B, S, D)
         # post-norm, as in the paper: LN(x + Sublayer(x))
         x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))  # (B, S, D)
@@ -86,11 +104,21 @@ class Encoder(nn.Module):
     stream itself); with the paper's post-norm every layer already ends in one.
     """
 
-    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False, parts: Parts = PAPER):
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        parts: Parts = PAPER,
+    ):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, parts)
-                                    for _ in range(num_layers))
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, parts)
+            for _ in range(num_layers)
+        )
         self.norm = parts.norm(d_model) if norm_first else nn.Identity()
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -100,19 +128,29 @@ class Encoder(nn.Module):
 
 # %% ../../notebooks/06_encoder.ipynb #d7770562
 @torch.no_grad()
-def copy_encoder_layer_from_torch(ours: EncoderLayer, ref: nn.TransformerEncoderLayer) -> EncoderLayer:
+def copy_encoder_layer_from_torch(
+    ours: EncoderLayer, ref: nn.TransformerEncoderLayer
+) -> EncoderLayer:
     """Copy a `torch.nn.TransformerEncoderLayer`'s weights into an `EncoderLayer`, so the two can be compared.
 
     The torch layer must use ReLU and the same norm_first; its LayerNorm eps must be ours (1e-5).
     """
     if ref.norm_first != ours.norm_first:
-        raise ValueError(f"norm_first differs: ours {ours.norm_first}, torch {ref.norm_first}; build both the same way")
+        raise ValueError(
+            f"norm_first differs: ours {ours.norm_first}, torch {ref.norm_first}; build both the same way"
+        )
     if ref.activation is not F.relu and not isinstance(ref.activation, nn.ReLU):
-        raise ValueError(f"torch layer uses activation {ref.activation}; ours is ReLU: build it with activation='relu'")
+        raise ValueError(
+            f"torch layer uses activation {ref.activation}; ours is ReLU: build it with activation='relu'"
+        )
     if ref.linear1.out_features != ours.feed_forward.linear1.out_features:
-        raise ValueError(f"d_ff differs: ours {ours.feed_forward.linear1.out_features}, torch {ref.linear1.out_features}")
+        raise ValueError(
+            f"d_ff differs: ours {ours.feed_forward.linear1.out_features}, torch {ref.linear1.out_features}"
+        )
     if (ref.norm1.eps, ref.norm2.eps) != (ours.norm1.eps, ours.norm2.eps):
-        raise ValueError(f"LayerNorm eps differs: ours {ours.norm1.eps}, torch {ref.norm1.eps}")
+        raise ValueError(
+            f"LayerNorm eps differs: ours {ours.norm1.eps}, torch {ref.norm1.eps}"
+        )
     copy_weights_from_torch(ours.self_attn, ref.self_attn)
     ours.feed_forward.linear1.load_state_dict(ref.linear1.state_dict())
     ours.feed_forward.linear2.load_state_dict(ref.linear2.state_dict())

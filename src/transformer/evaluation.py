@@ -24,6 +24,7 @@ from .files import atomic_write_bytes, create_folder
 @dataclass
 class Score:
     """One corpus-level number, the name of its metric, and sacreBLEU's signature (how to reproduce it)."""
+
     metric: str
     score: float
     signature: str
@@ -41,19 +42,28 @@ def _streams(references: Sequence) -> list[list[str | None]]:
     if all(isinstance(r, str) for r in references):
         return [list(references)]
     if any(isinstance(r, str) or len(r) == 0 for r in references):
-        raise ValueError("give either one reference string per sentence, or a non-empty list of them per sentence")
+        raise ValueError(
+            "give either one reference string per sentence, or a non-empty list of them per sentence"
+        )
     n = max(len(r) for r in references)
     return [[r[i] if i < len(r) else None for r in references] for i in range(n)]
 
 
 def _check_aligned(hypotheses: Sequence[str], references: Sequence) -> None:
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references: they must align "
-                         "line by line")
+        raise ValueError(
+            f"{len(hypotheses)} hypotheses but {len(references)} references: they must align "
+            "line by line"
+        )
 
 
-def corpus_bleu(hypotheses: Sequence[str], references: Sequence, *, tokenize: str = "13a",
-                lowercase: bool = False) -> Score:
+def corpus_bleu(
+    hypotheses: Sequence[str],
+    references: Sequence,
+    *,
+    tokenize: str = "13a",
+    lowercase: bool = False,
+) -> Score:
     """Corpus BLEU (sacreBLEU) of detokenised hypotheses against one or several references per sentence.
 
     The defaults are the standard: cased, sacreBLEU's `13a` tokenisation. Use tokenize="zh" for Chinese;
@@ -62,7 +72,11 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence, *, tokenize: st
     _check_aligned(hypotheses, references)
     metric = BLEU(tokenize=tokenize, lowercase=lowercase)
     result = metric.corpus_score(list(hypotheses), _streams(references))
-    return Score("BLEU, lowercased" if lowercase else "BLEU", result.score, str(metric.get_signature()))
+    return Score(
+        "BLEU, lowercased" if lowercase else "BLEU",
+        result.score,
+        str(metric.get_signature()),
+    )
 
 
 def corpus_chrf(hypotheses: Sequence[str], references: Sequence) -> Score:
@@ -73,7 +87,9 @@ def corpus_chrf(hypotheses: Sequence[str], references: Sequence) -> Score:
     return Score("chrF", result.score, str(metric.get_signature()))
 
 # %% ../../notebooks/12_evaluation.ipynb #cae1b906
-def group_references(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[list[str]]]:
+def group_references(
+    pairs: Sequence[tuple[str, str]],
+) -> tuple[list[str], list[list[str]]]:
     """(source, target) pairs -> the unique sources, in first-seen order, each with all its targets.
 
     Tatoeba lists a sentence once per accepted translation: grouped, each is translated once and scored
@@ -87,7 +103,9 @@ def group_references(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[
     return list(grouped), list(grouped.values())
 
 # %% ../../notebooks/12_evaluation.ipynb #b8cc869b
-_SPLIT_NAME = re.compile(r"\w[\w.-]*")  # a file name's stem: no separator, never "." or ".."
+_SPLIT_NAME = re.compile(
+    r"\w[\w.-]*"
+)  # a file name's stem: no separator, never "." or ".."
 
 
 def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
@@ -95,11 +113,15 @@ def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
     probe file, and check that the `names` it will write there are files or absent. Returns the topmost folder it
     created (None if `out` existed), or raises `InputError` with nothing left behind."""
     if out.exists() and not out.is_dir():
-        raise InputError(f"out_dir={out} is a file, not a folder: give a folder for <split>.hyp and <split>.json")
+        raise InputError(
+            f"out_dir={out} is a file, not a folder: give a folder for <split>.hyp and <split>.json"
+        )
     for name in names:  # a folder (or anything but a file) where a result goes would stop the writing half-way
         target = out / name
         if (target.exists() or target.is_symlink()) and not target.is_file():
-            raise InputError(f"{target} exists and is not a file: move it away, or give another out_dir")
+            raise InputError(
+                f"{target} exists and is not a file: move it away, or give another out_dir"
+            )
     top = None
     try:
         top = create_folder(out)
@@ -107,14 +129,24 @@ def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
     except OSError as e:
         if top is not None:
             shutil.rmtree(top, ignore_errors=True)
-        raise InputError(f"out_dir={out} cannot be written: {e.strerror}; give a folder you can write to "
-                         "(--out-dir)") from None
+        raise InputError(
+            f"out_dir={out} cannot be written: {e.strerror}; give a folder you can write to "
+            "(--out-dir)"
+        ) from None
     return top
 
 
-def evaluate_pairs(checkpoint, pairs: Sequence[tuple[str, str]], split: str, *, beam_size: int | None = None,
-                   alpha: float | None = None, batch_size: int = 64, out_dir: str | Path | None = None,
-                   limit: int = 0) -> dict:
+def evaluate_pairs(
+    checkpoint,
+    pairs: Sequence[tuple[str, str]],
+    split: str,
+    *,
+    beam_size: int | None = None,
+    alpha: float | None = None,
+    batch_size: int = 64,
+    out_dir: str | Path | None = None,
+    limit: int = 0,
+) -> dict:
     """Translate the sources of `pairs` (source, reference) and score them: BLEU (and lowercased BLEU) and chrF.
 
     `split` names the pairs in the report and in the files written (`transformer.checkpoints.evaluate_checkpoint`
@@ -128,27 +160,44 @@ def evaluate_pairs(checkpoint, pairs: Sequence[tuple[str, str]], split: str, *, 
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise InputError(f"limit={limit!r} must be an integer >= 0 (0: every sentence)")
     if not isinstance(split, str) or not _SPLIT_NAME.fullmatch(split):
-        raise InputError(f"split={split!r} names the files written (<split>.hyp, <split>.json): give a plain name "
-                         "such as val or test_2016_flickr, without a path")
+        raise InputError(
+            f"split={split!r} names the files written (<split>.hyp, <split>.json): give a plain name "
+            "such as val or test_2016_flickr, without a path"
+        )
     if isinstance(pairs, (str, bytes)) or not all(
-            isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in pairs):
+        isinstance(p, (tuple, list))
+        and len(p) == 2
+        and all(isinstance(x, str) for x in p)
+        for p in pairs
+    ):
         raise InputError("pairs must be (source, reference) pairs of strings")
     if not pairs:
         raise InputError("pairs is empty: there is nothing to score")
 
-    settings = decoding_settings(checkpoint)  # the model's recommended beam size and length penalty
+    settings = decoding_settings(
+        checkpoint
+    )  # the model's recommended beam size and length penalty
     beam_size = settings["beam_size"] if beam_size is None else beam_size
     alpha = settings["alpha"] if alpha is None else alpha
     data = checkpoint.train_config.data
     sources, references = group_references(pairs)
     if limit:
         sources, references = sources[:limit], references[:limit]
-    created = (_writable_folder(Path(out_dir), (f"{split}.hyp", f"{split}.json")) if out_dir is not None
-               else None)  # before the work, not after it
+    created = (
+        _writable_folder(Path(out_dir), (f"{split}.hyp", f"{split}.json"))
+        if out_dir is not None
+        else None
+    )  # before the work, not after it
     start = time.perf_counter()
     try:
-        hypotheses = translate(checkpoint, sources, beam_size=beam_size, alpha=alpha, batch_size=batch_size,
-                               on_truncate=lambda i, n, kept: None)
+        hypotheses = translate(
+            checkpoint,
+            sources,
+            beam_size=beam_size,
+            alpha=alpha,
+            batch_size=batch_size,
+            on_truncate=lambda i, n, kept: None,
+        )
     except BaseException:
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
@@ -162,13 +211,24 @@ def evaluate_pairs(checkpoint, pairs: Sequence[tuple[str, str]], split: str, *, 
     if tokenize == "13a":
         scores.append(corpus_bleu(hypotheses, references, lowercase=True))
     scores.append(corpus_chrf(hypotheses, references))
-    report = {"split": split, "sentences": len(sources), "references": sum(map(len, references)),
-              "beam_size": beam_size, "alpha": alpha, "seconds": round(seconds, 1),
-              "checkpoint": str(checkpoint.path), "scores": [asdict(s) for s in scores]}
+    report = {
+        "split": split,
+        "sentences": len(sources),
+        "references": sum(map(len, references)),
+        "beam_size": beam_size,
+        "alpha": alpha,
+        "seconds": round(seconds, 1),
+        "checkpoint": str(checkpoint.path),
+        "scores": [asdict(s) for s in scores],
+    }
     if out_dir is not None:
         out = Path(out_dir)
-        atomic_write_bytes(out / f"{split}.hyp", "".join(h + "\n" for h in hypotheses).encode("utf-8"))
-        atomic_write_bytes(out / f"{split}.json",
-                            (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        atomic_write_bytes(
+            out / f"{split}.hyp", "".join(h + "\n" for h in hypotheses).encode("utf-8")
+        )
+        atomic_write_bytes(
+            out / f"{split}.json",
+            (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+        )
     report["hypotheses"] = hypotheses
     return report

@@ -32,7 +32,9 @@ def atomic_file(path: str | Path):
     the new one, never half of one; the file gets the permissions any new file gets (the umask's, not 0600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, part = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    fd, part = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".part"
+    )
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as out:
@@ -68,17 +70,23 @@ def atomic_folder(path: str | Path, replace: bool = False):
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     old = path.with_name(f".{path.name}.old-{os.getpid()}")
     try:
-        tmp.chmod(0o777 & ~_umask())  # mkdtemp's folder is private (0700); this one is an ordinary folder
+        tmp.chmod(
+            0o777 & ~_umask()
+        )  # mkdtemp's folder is private (0700); this one is an ordinary folder
         yield tmp
         for f in tmp.rglob("*"):
             if f.is_file() and not f.is_symlink():
-                f.chmod(0o666 & ~_umask())  # some writers (safetensors) make private files
+                f.chmod(
+                    0o666 & ~_umask()
+                )  # some writers (safetensors) make private files
                 with open(f, "rb") as fh:
                     os.fsync(fh.fileno())
         if path.exists() or path.is_symlink():
             if not replace:
                 raise FileExistsError(f"{path} exists")
-            os.replace(path, old)  # the old folder steps aside; a crash right here leaves it under this name
+            os.replace(
+                path, old
+            )  # the old folder steps aside; a crash right here leaves it under this name
         try:
             os.replace(tmp, path)
         except BaseException:
@@ -88,7 +96,9 @@ def atomic_folder(path: str | Path, replace: bool = False):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if old.is_symlink():  # `path` was a link to a folder: the link steps aside, the folder it named stays
+    if (
+        old.is_symlink()
+    ):  # `path` was a link to a folder: the link steps aside, the folder it named stays
         old.unlink()
     else:
         shutil.rmtree(old, ignore_errors=True)
@@ -123,27 +133,43 @@ def expand_user(path: str | Path) -> Path:
         return Path(path)
 
 
-_KINDS = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a named pipe", stat.S_ISCHR: "a character device",
-          stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}
+_KINDS = {
+    stat.S_ISDIR: "a folder",
+    stat.S_ISFIFO: "a named pipe",
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISSOCK: "a socket",
+}
 
 
-def check_regular_file(path: str | Path, limit: int | None = None, error: type[Exception] = InputError,
-                       info: os.stat_result | None = None) -> os.stat_result:
+def check_regular_file(
+    path: str | Path,
+    limit: int | None = None,
+    error: type[Exception] = InputError,
+    info: os.stat_result | None = None,
+) -> os.stat_result:
     """`os.stat(path)` (or `info`, a stat already made) if `path` is a regular file of at most `limit` bytes, else
     `error` naming what it is. A named pipe would make a reader wait forever and a device such as /dev/zero
     never ends, so nothing but a regular file (or a link to one) is opened; a missing one raises
     `FileNotFoundError`, as `open` does."""
     info = os.stat(path) if info is None else info
     if not stat.S_ISREG(info.st_mode):
-        kind = next((name for test, name in _KINDS.items() if test(info.st_mode)), "not a regular file")
+        kind = next(
+            (name for test, name in _KINDS.items() if test(info.st_mode)),
+            "not a regular file",
+        )
         raise error(f"{path} is {kind}, not a regular file: give the path of a file")
     if limit is not None and info.st_size > limit:
-        raise error(f"{path} is {info.st_size:,} bytes, more than the {limit:,} such a file can hold: it is not the "
-                    "file that belongs here; copy the right one")
+        raise error(
+            f"{path} is {info.st_size:,} bytes, more than the {limit:,} such a file can hold: it is not the "
+            "file that belongs here; copy the right one"
+        )
     return info
 
 
-def read_regular_file(path: str | Path, limit: int, error: type[Exception] = InputError) -> bytes:
+def read_regular_file(
+    path: str | Path, limit: int, error: type[Exception] = InputError
+) -> bytes:
     """The bytes of `path`, checked by `check_regular_file` before it is opened and again once it is open
     (opened without waiting, in case the path was swapped for a pipe in between)."""
     check_regular_file(path, limit, error)
@@ -158,5 +184,7 @@ def read_regular_file(path: str | Path, limit: int, error: type[Exception] = Inp
         os.close(fd)
     data = b"".join(chunks)
     if len(data) > limit:  # a file that grew while it was read
-        raise error(f"{path} grew past {limit:,} bytes while it was read: it is not the file that belongs here")
+        raise error(
+            f"{path} grew past {limit:,} bytes while it was read: it is not the file that belongs here"
+        )
     return data

@@ -26,5 +26,7 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     on how much it was padded. The singleton axes broadcast over heads and queries: (B, h, T, S).
     """
     if tokens.dim() != 2:
-        raise ValueError(f"tokens must have shape (B, S), got {tuple(tokens.shape)}: for one sentence use tokens[None]")
+        raise ValueError(
+            f"tokens must have shape (B, S), got {tuple(tokens.shape)}: for one sentence use tokens[None]"
+        )
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, S)

@@ -16,7 +16,9 @@ from .errors import InputError
 _KINDS = ("cpu", "cuda", "mps")
 
 
-def check_device(device: str | torch.device, error: type[Exception] = InputError) -> torch.device:
+def check_device(
+    device: str | torch.device, error: type[Exception] = InputError
+) -> torch.device:
     """`device` as a `torch.device` this package can run on and this machine has: cpu, cuda, cuda:N or mps.
 
     Anything else (a name torch does not know, a kind the package does not run on such as meta or xpu, cpu:1, a
@@ -25,18 +27,26 @@ def check_device(device: str | torch.device, error: type[Exception] = InputError
     try:
         d = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
-        raise error(f"device={device!r} is not a device name: use auto, cpu, cuda, cuda:N or mps") from None
+        raise error(
+            f"device={device!r} is not a device name: use auto, cpu, cuda, cuda:N or mps"
+        ) from None
     if d.type not in _KINDS or (d.type in ("cpu", "mps") and d.index not in (None, 0)):
         raise error(f"device={device!r}: the course runs on cpu, cuda, cuda:N or mps")
     if d.type == "cuda":
         if not torch.cuda.is_available():
-            raise error(f"device={device!r} but torch sees no CUDA GPU: use device='cpu' or 'auto'")
+            raise error(
+                f"device={device!r} but torch sees no CUDA GPU: use device='cpu' or 'auto'"
+            )
         if d.index is not None and d.index >= torch.cuda.device_count():
-            raise error(f"device={device!r} but torch sees {torch.cuda.device_count()} CUDA GPU(s), numbered from 0: "
-                        "use one of them, or 'auto'")
+            raise error(
+                f"device={device!r} but torch sees {torch.cuda.device_count()} CUDA GPU(s), numbered from 0: "
+                "use one of them, or 'auto'"
+            )
     mps = getattr(torch.backends, "mps", None)
     if d.type == "mps" and not (mps is not None and mps.is_available()):
-        raise error(f"device={device!r} but MPS is not available: use device='cpu' or 'auto'")
+        raise error(
+            f"device={device!r} but MPS is not available: use device='cpu' or 'auto'"
+        )
     return d
 
 
@@ -59,8 +69,13 @@ def _gb(nbytes: float) -> str:
     return f"{nbytes / 1e9:,.1f} GB" if nbytes >= 1e8 else f"{nbytes / 1e6:,.0f} MB"
 
 
-def check_fits(nbytes: int, device: str | torch.device, what: str, lower: str,
-               error: type[Exception] = InputError) -> None:
+def check_fits(
+    nbytes: int,
+    device: str | torch.device,
+    what: str,
+    lower: str,
+    error: type[Exception] = InputError,
+) -> None:
     """Raise `error` before `what` allocates `nbytes` that `device` does not have: the figure, and what to lower.
 
     Called with an estimate made before anything is allocated (a model counted on the meta device, a beam's
@@ -69,5 +84,7 @@ def check_fits(nbytes: int, device: str | torch.device, what: str, lower: str,
     """
     free = available_memory(device)
     if free is not None and nbytes > free:
-        raise error(f"{what} needs about {_gb(nbytes)}, but {torch.device(device).type} memory has "
-                    f"{_gb(free)} available: lower {lower}")
+        raise error(
+            f"{what} needs about {_gb(nbytes)}, but {torch.device(device).type} memory has "
+            f"{_gb(free)} available: lower {lower}"
+        )

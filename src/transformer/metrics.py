@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .files import atomic_write_text
 
+
 class MetricsLog:
     """metrics.csv (one row per step, one per epoch) and, if installed, TensorBoard.
 
@@ -18,16 +19,41 @@ class MetricsLog:
     stopped by `max_steps` there; the resumed run writes that epoch's whole row), so the file reads as one
     uninterrupted run.
     """
-    FIELDS = ("kind", "step", "epoch", "loss", "nll", "lr", "grad_norm", "tokens", "tokens_per_s",
-              "valid_loss", "valid_nll", "valid_ppl", "valid_acc", "elapsed_s")
 
-    def __init__(self, out_dir: Path, resume_step: int | None = None, tensorboard: bool = True,
-                 mid_epoch: bool = False):
+    FIELDS = (
+        "kind",
+        "step",
+        "epoch",
+        "loss",
+        "nll",
+        "lr",
+        "grad_norm",
+        "tokens",
+        "tokens_per_s",
+        "valid_loss",
+        "valid_nll",
+        "valid_ppl",
+        "valid_acc",
+        "elapsed_s",
+    )
+
+    def __init__(
+        self,
+        out_dir: Path,
+        resume_step: int | None = None,
+        tensorboard: bool = True,
+        mid_epoch: bool = False,
+    ):
         self.path = Path(out_dir) / "metrics.csv"
         rows = []
         if resume_step is not None and self.path.is_file():
-            rows = [r for r in _rows(self.path) if int(r["step"]) < resume_step
-                    or int(r["step"]) == resume_step and not (mid_epoch and r["kind"] == "epoch")]
+            rows = [
+                r
+                for r in _rows(self.path)
+                if int(r["step"]) < resume_step
+                or int(r["step"]) == resume_step
+                and not (mid_epoch and r["kind"] == "epoch")
+            ]
         kept = io.StringIO(newline="")
         writer = csv.DictWriter(kept, self.FIELDS)
         writer.writeheader()
@@ -39,12 +65,20 @@ class MetricsLog:
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
+
                 self._tb = SummaryWriter(str(Path(out_dir) / "tensorboard"))
             except ImportError:  # tensorboard is optional
                 self._tb = None
 
     def log(self, kind: str, step: int, **values) -> None:
-        row = {"kind": kind, "step": step, **{k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in values.items()}}
+        row = {
+            "kind": kind,
+            "step": step,
+            **{
+                k: (f"{v:.6g}" if isinstance(v, float) else v)
+                for k, v in values.items()
+            },
+        }
         self._writer.writerow(row)
         self._file.flush()
         if self._tb is not None:
@@ -67,9 +101,20 @@ def epoch_sums(out_dir: str | Path, epoch: int, step: int) -> tuple[float, float
     """(sum of loss x tokens, sum of tokens) over the step rows of `epoch` up to `step` in a run's metrics.csv:
     the running sums of an epoch interrupted there, for a checkpoint written before they were kept in it."""
     path = Path(out_dir) / "metrics.csv"
-    rows = [r for r in _rows(path) if r["kind"] == "step" and int(r["epoch"]) == epoch
-            and int(r["step"]) <= step] if path.is_file() else []
-    return sum(float(r["loss"]) * int(r["tokens"]) for r in rows), float(sum(int(r["tokens"]) for r in rows))
+    rows = (
+        [
+            r
+            for r in _rows(path)
+            if r["kind"] == "step"
+            and int(r["epoch"]) == epoch
+            and int(r["step"]) <= step
+        ]
+        if path.is_file()
+        else []
+    )
+    return sum(float(r["loss"]) * int(r["tokens"]) for r in rows), float(
+        sum(int(r["tokens"]) for r in rows)
+    )
 
 
 def read_metrics(path: str | Path) -> list[dict]:
@@ -78,4 +123,7 @@ def read_metrics(path: str | Path) -> list[dict]:
     if path.is_dir():
         path = path / "metrics.csv"
     with open(path, newline="") as f:
-        return [{k: (v if k == "kind" else float(v)) for k, v in r.items() if v != ""} for r in csv.DictReader(f)]
+        return [
+            {k: (v if k == "kind" else float(v)) for k, v in r.items() if v != ""}
+            for r in csv.DictReader(f)
+        ]

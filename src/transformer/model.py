@@ -26,6 +26,7 @@ class TransformerConfig:
     target embedding matrix; `share_embeddings` makes source and target use one embedding (this
     needs one vocabulary for both languages).
     """
+
     src_vocab_size: int
     tgt_vocab_size: int
     d_model: int = 512
@@ -38,25 +39,43 @@ class TransformerConfig:
     pad_id: int = 0
     norm_first: bool = False
     tie_target_embeddings: bool = True  # generator weight = target embedding
-    share_embeddings: bool = False  # one embedding for source and target (needs one shared vocabulary)
+    share_embeddings: bool = (
+        False  # one embedding for source and target (needs one shared vocabulary)
+    )
 
     def __post_init__(self):
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "num_encoder_layers",
-                     "num_decoder_layers", "d_ff", "max_len"):
+        for name in (
+            "src_vocab_size",
+            "tgt_vocab_size",
+            "d_model",
+            "num_heads",
+            "num_encoder_layers",
+            "num_decoder_layers",
+            "d_ff",
+            "max_len",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
         if self.d_model % self.num_heads:
-            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
+            raise ValueError(
+                f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}"
+            )
         if self.d_model % 2:
-            raise ValueError(f"d_model={self.d_model} is odd: the sinusoidal positional encoding needs an even width")
+            raise ValueError(
+                f"d_model={self.d_model} is odd: the sinusoidal positional encoding needs an even width"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
-            raise ValueError(f"pad_id={self.pad_id} is not a token id of both vocabularies "
-                             f"(sizes {self.src_vocab_size} and {self.tgt_vocab_size})")
+            raise ValueError(
+                f"pad_id={self.pad_id} is not a token id of both vocabularies "
+                f"(sizes {self.src_vocab_size} and {self.tgt_vocab_size})"
+            )
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError(f"share_embeddings=True needs one shared vocabulary, but src_vocab_size="
-                             f"{self.src_vocab_size} and tgt_vocab_size={self.tgt_vocab_size} differ")
+            raise ValueError(
+                f"share_embeddings=True needs one shared vocabulary, but src_vocab_size="
+                f"{self.src_vocab_size} and tgt_vocab_size={self.tgt_vocab_size} differ"
+            )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -66,7 +85,9 @@ class TransformerConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ValueError(f"unknown model config keys {unknown}; known keys are {sorted(known)}")
+            raise ValueError(
+                f"unknown model config keys {unknown}; known keys are {sorted(known)}"
+            )
         return cls(**d)
 
     def to_json(self) -> str:
@@ -89,22 +110,50 @@ class Transformer(nn.Module):
         super().__init__()
         c, self.config, self.parts = config, config, parts
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
-        self.tgt_embed = self.src_embed if c.share_embeddings else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
+        self.tgt_embed = (
+            self.src_embed
+            if c.share_embeddings
+            else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
+        )
         self.positional = parts.positions(c.d_model, c.max_len, c.dropout)
-        self.encoder = Encoder(c.num_encoder_layers, c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, parts)
-        self.decoder = Decoder(c.num_decoder_layers, c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, parts)
-        self.generator = parts.generator(c.d_model, c.tgt_vocab_size)  # D -> one score per target word
+        self.encoder = Encoder(
+            c.num_encoder_layers,
+            c.d_model,
+            c.num_heads,
+            c.d_ff,
+            c.dropout,
+            c.norm_first,
+            parts,
+        )
+        self.decoder = Decoder(
+            c.num_decoder_layers,
+            c.d_model,
+            c.num_heads,
+            c.d_ff,
+            c.dropout,
+            c.norm_first,
+            parts,
+        )
+        self.generator = parts.generator(
+            c.d_model, c.tgt_vocab_size
+        )  # D -> one score per target word
         self._init_weights()
         if c.tie_target_embeddings:
-            self.generator.weight = self.tgt_embed.embedding.weight  # one (|V_tgt|, D) tensor, two uses
+            self.generator.weight = (
+                self.tgt_embed.embedding.weight
+            )  # one (|V_tgt|, D) tensor, two uses
 
     @torch.no_grad()
     def _init_weights(self):
-        for p in self.parameters():  # every matrix: Xavier; biases and norms keep their defaults
+        for p in (
+            self.parameters()
+        ):  # every matrix: Xavier; biases and norms keep their defaults
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
         for embed in (self.src_embed, self.tgt_embed):
-            embed.embedding.weight[self.config.pad_id].zero_()  # Xavier overwrote nn.Embedding's zero pad row
+            embed.embedding.weight[
+                self.config.pad_id
+            ].zero_()  # Xavier overwrote nn.Embedding's zero pad row
 
     def make_src_mask(self, src: Tensor) -> Tensor:
         """(B, S) source ids -> (B, 1, 1, S) bool, True on real tokens."""
@@ -112,35 +161,62 @@ class Transformer(nn.Module):
 
     def make_tgt_mask(self, tgt: Tensor) -> Tensor:
         """(B, T) target ids -> (B, 1, T, T) bool: position t may attend to non-padding positions <= t."""
-        return padding_mask(tgt, self.config.pad_id) & causal_mask(tgt.shape[1], tgt.device)  # (B, 1, T, T)
+        return padding_mask(tgt, self.config.pad_id) & causal_mask(
+            tgt.shape[1], tgt.device
+        )  # (B, 1, T, T)
 
     def encode(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
         """(B, S) source ids -> memory C (B, S, D)."""
         return self.encoder(self.positional(self.src_embed(src)), src_mask)  # (B, S, D)
 
-    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-               cache: KVCache | None = None) -> Tensor:
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        tgt_mask: Tensor | None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
         """(B, T) target ids and memory (B, S, D) -> decoder output (B, T, D), before the generator.
 
         With a `KVCache`, `tgt` holds only the new tokens; they take the positions after the cached ones.
         """
-        offset = 0 if cache is None else cache.length  # the position of tgt's first token
-        return self.decoder(self.positional(self.tgt_embed(tgt), offset), memory, src_mask, tgt_mask, cache)
+        offset = (
+            0 if cache is None else cache.length
+        )  # the position of tgt's first token
+        return self.decoder(
+            self.positional(self.tgt_embed(tgt), offset),
+            memory,
+            src_mask,
+            tgt_mask,
+            cache,
+        )
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """(B, S) source ids, (B, T) target ids (shifted right: they start with BOS) -> logits (B, T, |V_tgt|)."""
         if src.dim() != 2 or tgt.dim() != 2 or src.shape[0] != tgt.shape[0]:
-            raise ValueError(f"expected src (B, S) and tgt (B, T) with the same B, got {tuple(src.shape)} and {tuple(tgt.shape)}")
+            raise ValueError(
+                f"expected src (B, S) and tgt (B, T) with the same B, got {tuple(src.shape)} and {tuple(tgt.shape)}"
+            )
         src_mask = self.make_src_mask(src)  # (B, 1, 1, S)
         tgt_mask = self.make_tgt_mask(tgt)  # (B, 1, T, T)
         memory = self.encode(src, src_mask)  # (B, S, D)
-        return self.generator(self.decode(tgt, memory, src_mask, tgt_mask))  # (B, T, |V_tgt|)
+        return self.generator(
+            self.decode(tgt, memory, src_mask, tgt_mask)
+        )  # (B, T, |V_tgt|)
 
     def count_parameters(self) -> dict[str, int]:
         """Parameters per part and in total; a tensor shared by two parts is counted once, in the first."""
         seen: set[int] = set()
         counts = {}
-        for name in ("src_embed", "tgt_embed", "positional", "encoder", "decoder", "generator"):
+        for name in (
+            "src_embed",
+            "tgt_embed",
+            "positional",
+            "encoder",
+            "decoder",
+            "generator",
+        ):
             new = [p for p in getattr(self, name).parameters() if id(p) not in seen]
             seen.update(id(p) for p in new)
             counts[name] = sum(p.numel() for p in new)

@@ -39,10 +39,14 @@ class RMSNorm(nn.Module):
 def rotary_angles(max_len: int, d_head: int, base: float = 10000.0) -> Tensor:
     """(max_len, d_head / 2) angles p * theta_i, theta_i = base^(-2i / d_head): chapter 05's frequencies."""
     if d_head % 2:
-        raise ValueError(f"d_head={d_head} is odd: rotary positions rotate pairs of dimensions")
+        raise ValueError(
+            f"d_head={d_head} is odd: rotary positions rotate pairs of dimensions"
+        )
     i = torch.arange(d_head // 2, dtype=torch.float64)
     theta = base ** (-2 * i / d_head)  # (d_head / 2,)
-    return torch.arange(max_len, dtype=torch.float64)[:, None] * theta  # (max_len, d_head / 2)
+    return (
+        torch.arange(max_len, dtype=torch.float64)[:, None] * theta
+    )  # (max_len, d_head / 2)
 
 
 def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -52,7 +56,9 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., L, d_head / 2) each
-    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)  # (..., L, d_head)
+    return torch.stack(
+        [even * cos - odd * sin, even * sin + odd * cos], dim=-1
+    ).flatten(-2)  # (..., L, d_head)
 
 
 class RotaryPositions(nn.Module):
@@ -64,16 +70,22 @@ class RotaryPositions(nn.Module):
 
     def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
         super().__init__()
-        angles = rotary_angles(max_len, d_head, base)  # float64, rounded to float32 once
-        self.register_buffer("cos", angles.cos().float(), persistent=False)  # not in the state dict
+        angles = rotary_angles(
+            max_len, d_head, base
+        )  # float64, rounded to float32 once
+        self.register_buffer(
+            "cos", angles.cos().float(), persistent=False
+        )  # not in the state dict
         self.register_buffer("sin", angles.sin().float(), persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         L = x.shape[-2]
         if offset + L > self.cos.shape[0]:
-            raise ValueError(f"positions up to {offset + L - 1} asked for, but the table stops at "
-                             f"{self.cos.shape[0] - 1}: build the model with a larger max_len")
-        return rotate(x, self.cos[offset:offset + L], self.sin[offset:offset + L])
+            raise ValueError(
+                f"positions up to {offset + L - 1} asked for, but the table stops at "
+                f"{self.cos.shape[0] - 1}: build the model with a larger max_len"
+            )
+        return rotate(x, self.cos[offset : offset + L], self.sin[offset : offset + L])
 
 # %% ../../notebooks/16_modern_block.ipynb #c4b6e6cf
 class SwiGLU(nn.Module):
@@ -83,7 +95,9 @@ class SwiGLU(nn.Module):
     network it replaces.
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True
+    ):
         super().__init__()
         hidden = round(2 * d_ff / 3)
         self.gate = nn.Linear(d_model, hidden, bias=bias)  # W_1
@@ -109,8 +123,9 @@ class EmbeddingDropout(nn.Module):
         return self.dropout(x)  # (B, L, D): positions enter in the attention blocks
 
 
-def rotary_self_attention(d_model: int, num_heads: int, dropout: float, *, max_len: int,
-                          **options) -> MultiHeadAttention:
+def rotary_self_attention(
+    d_model: int, num_heads: int, dropout: float, *, max_len: int, **options
+) -> MultiHeadAttention:
     """A self-attention block whose queries and keys are turned by their positions (its own rotary table)."""
     rotary = RotaryPositions(d_model // num_heads, max_len)
     return MultiHeadAttention(d_model, num_heads, dropout, rotary=rotary, **options)
@@ -122,23 +137,36 @@ class ModelConfig(TransformerConfig):
 
     What a model folder's `model_config.json` holds and what `[model]` in a training config sets.
     """
+
     norm: Literal["layer", "rms"] = "layer"  # LayerNorm or RMSNorm
-    positions: Literal["sinusoidal", "rotary"] = "sinusoidal"  # added to the embeddings, or turning queries/keys
-    feed_forward: Literal["relu", "swiglu"] = "relu"  # the paper's two layers, or gated at the same size
+    positions: Literal["sinusoidal", "rotary"] = (
+        "sinusoidal"  # added to the embeddings, or turning queries/keys
+    )
+    feed_forward: Literal["relu", "swiglu"] = (
+        "relu"  # the paper's two layers, or gated at the same size
+    )
     bias: bool = True  # False: no bias in any linear layer or norm
     kv_heads: int = 0  # key/value heads of every attention block; 0 means num_heads (grouped-query when fewer)
 
     def __post_init__(self):
         super().__post_init__()
         for name, hint in typing.get_type_hints(ModelConfig).items():
-            allowed = typing.get_args(hint) if typing.get_origin(hint) is Literal else None
+            allowed = (
+                typing.get_args(hint) if typing.get_origin(hint) is Literal else None
+            )
             if allowed and getattr(self, name) not in allowed:
-                raise ValueError(f"{name}={getattr(self, name)!r}: choose one of {', '.join(map(repr, allowed))}")
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r}: choose one of {', '.join(map(repr, allowed))}"
+                )
         if self.positions == "rotary" and (self.d_model // self.num_heads) % 2:
-            raise ValueError(f"positions='rotary' with d_head = d_model / num_heads = {self.d_model // self.num_heads}"
-                             ": rotary positions turn pairs of dimensions, so d_head must be even")
+            raise ValueError(
+                f"positions='rotary' with d_head = d_model / num_heads = {self.d_model // self.num_heads}"
+                ": rotary positions turn pairs of dimensions, so d_head must be even"
+            )
         if self.kv_heads < 0 or (self.kv_heads and self.num_heads % self.kv_heads):
-            raise ValueError(f"kv_heads={self.kv_heads} must divide num_heads={self.num_heads} (0 means num_heads)")
+            raise ValueError(
+                f"kv_heads={self.kv_heads} must divide num_heads={self.num_heads} (0 means num_heads)"
+            )
 
     def parts(self) -> Parts:
         """The `Parts` (chapter 06) these settings choose."""
@@ -147,9 +175,17 @@ class ModelConfig(TransformerConfig):
         rotary = self.positions == "rotary"
         return Parts(
             norm=RMSNorm if self.norm == "rms" else partial(nn.LayerNorm, bias=bias),
-            feed_forward=partial(SwiGLU if self.feed_forward == "swiglu" else FeedForward, bias=bias),
-            self_attention=partial(rotary_self_attention, max_len=self.max_len, bias=bias,
-                                   num_kv_heads=kv_heads) if rotary else attention,
+            feed_forward=partial(
+                SwiGLU if self.feed_forward == "swiglu" else FeedForward, bias=bias
+            ),
+            self_attention=partial(
+                rotary_self_attention,
+                max_len=self.max_len,
+                bias=bias,
+                num_kv_heads=kv_heads,
+            )
+            if rotary
+            else attention,
             cross_attention=attention,  # never rotary: a target and a source position have no distance
             positions=EmbeddingDropout if rotary else PositionalEncoding,
             generator=partial(nn.Linear, bias=bias),
@@ -158,4 +194,6 @@ class ModelConfig(TransformerConfig):
 
 def build_model(config: TransformerConfig) -> Transformer:
     """The model a config describes: chapter 08's `Transformer` made of the parts the config chooses."""
-    return Transformer(config, config.parts() if isinstance(config, ModelConfig) else Parts())
+    return Transformer(
+        config, config.parts() if isinstance(config, ModelConfig) else Parts()
+    )

@@ -19,8 +19,12 @@ def split_heads(x: Tensor, num_heads: int) -> Tensor:
     """
     B, L, D = x.shape
     if D % num_heads != 0:
-        raise ValueError(f"feature size D={D} is not divisible by num_heads={num_heads}: choose h that divides D")
-    x = x.reshape(B, L, num_heads, D // num_heads)  # (B, L, h, D_h): D cut into h slices
+        raise ValueError(
+            f"feature size D={D} is not divisible by num_heads={num_heads}: choose h that divides D"
+        )
+    x = x.reshape(
+        B, L, num_heads, D // num_heads
+    )  # (B, L, h, D_h): D cut into h slices
     return x.transpose(1, 2)  # (B, h, L, D_h): heads in front of positions
 
 
@@ -38,42 +42,64 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor, d_model: int) -> No
     """Raise a ValueError that names the shapes when query, key, value cannot go together."""
     shapes = tuple(tuple(x.shape) for x in (query, key, value))
     if any(x.dim() != 3 for x in (query, key, value)):
-        raise ValueError(f"query, key and value must be (B, L, D) tensors, got shapes {shapes}: "
-                         "for a single sentence add the batch axis with x[None]")
+        raise ValueError(
+            f"query, key and value must be (B, L, D) tensors, got shapes {shapes}: "
+            "for a single sentence add the batch axis with x[None]"
+        )
     if any(x.shape[-1] != d_model for x in (query, key, value)):
-        raise ValueError(f"query, key, value have feature sizes {[s[-1] for s in shapes]}, "
-                         f"but this layer was built with d_model={d_model}")
+        raise ValueError(
+            f"query, key, value have feature sizes {[s[-1] for s in shapes]}, "
+            f"but this layer was built with d_model={d_model}"
+        )
     if key.shape[:2] != value.shape[:2]:
-        raise ValueError(f"key has (B, S) = {shapes[1][:2]} but value has {shapes[2][:2]}: "
-                         "every key needs exactly one value")
+        raise ValueError(
+            f"key has (B, S) = {shapes[1][:2]} but value has {shapes[2][:2]}: "
+            "every key needs exactly one value"
+        )
     if query.shape[0] != key.shape[0]:
-        raise ValueError(f"query has batch size {shapes[0][0]} but key has {shapes[1][0]}: they must match")
+        raise ValueError(
+            f"query has batch size {shapes[0][0]} but key has {shapes[1][0]}: they must match"
+        )
 
 
 def _check_mask(mask: Tensor, B: int, h: int, T: int, S: int) -> None:
     """Raise if `mask` is not a boolean tensor that broadcasts to (B, h, T, S)."""
     if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be boolean (True = may attend), got {mask.dtype}: for a 0/1 mask use mask.bool()")
+        raise TypeError(
+            f"mask must be boolean (True = may attend), got {mask.dtype}: for a 0/1 mask use mask.bool()"
+        )
     if mask.dim() == 3 and mask.shape[0] != 1:
-        raise ValueError(f"a 3-D mask of shape {tuple(mask.shape)} is ambiguous (batch or heads?): "
-                         "for a per-sentence mask (B, T, S) add the head axis with mask[:, None]")
+        raise ValueError(
+            f"a 3-D mask of shape {tuple(mask.shape)} is ambiguous (batch or heads?): "
+            "for a per-sentence mask (B, T, S) add the head axis with mask[:, None]"
+        )
     try:
         fits = torch.broadcast_shapes(mask.shape, (B, h, T, S)) == (B, h, T, S)
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to (B, h, T, S) = {(B, h, T, S)}")
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to (B, h, T, S) = {(B, h, T, S)}"
+        )
 
 
-def _fused_attention(Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None, dropout_p: float) -> Tensor:
+def _fused_attention(
+    Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None, dropout_p: float
+) -> Tensor:
     """`scaled_dot_product_attention`, with `attention`'s rule that a query with no allowed key gets zeros.
 
     Q: (B, h, T, D_h), K and V: (B, h, S, D_h) -> (B, h, T, D_h).
     """
     if mask is None:
-        return F.scaled_dot_product_attention(Q, K, V, dropout_p=dropout_p)  # (B, h, T, D_h)
-    no_key = ~mask.any(dim=-1, keepdim=True)  # (..., T, 1): queries with nothing to attend to
-    A = F.scaled_dot_product_attention(Q, K, V, attn_mask=mask | no_key, dropout_p=dropout_p)  # (B, h, T, D_h)
+        return F.scaled_dot_product_attention(
+            Q, K, V, dropout_p=dropout_p
+        )  # (B, h, T, D_h)
+    no_key = ~mask.any(
+        dim=-1, keepdim=True
+    )  # (..., T, 1): queries with nothing to attend to
+    A = F.scaled_dot_product_attention(
+        Q, K, V, attn_mask=mask | no_key, dropout_p=dropout_p
+    )  # (B, h, T, D_h)
     return A.masked_fill(no_key, 0.0)  # those queries: zeros, whatever the kernel did
 
 # %% ../../notebooks/03_multihead.ipynb #attn-cache
@@ -87,12 +113,21 @@ class KVCache:
 
     def __init__(self):
         self.entries: dict[nn.Module, tuple[Tensor, Tensor]] = {}
-        self.fixed: set[nn.Module] = set()  # the blocks whose keys and values are those of the encoder output
+        self.fixed: set[nn.Module] = (
+            set()
+        )  # the blocks whose keys and values are those of the encoder output
 
-    def update(self, block: nn.Module, K: Tensor, V: Tensor, fixed: bool = False) -> tuple[Tensor, Tensor]:
+    def update(
+        self, block: nn.Module, K: Tensor, V: Tensor, fixed: bool = False
+    ) -> tuple[Tensor, Tensor]:
         """Add `block`'s keys and values of its new positions, (B, h_kv, S, D_h) each; return all it holds."""
-        if block in self.entries and not fixed:  # the new positions come after the cached ones
-            K, V = (torch.cat([old, new], dim=2) for old, new in zip(self.entries[block], (K, V)))
+        if (
+            block in self.entries and not fixed
+        ):  # the new positions come after the cached ones
+            K, V = (
+                torch.cat([old, new], dim=2)
+                for old, new in zip(self.entries[block], (K, V))
+            )
         self.entries[block] = (K, V)
         if fixed:
             self.fixed.add(block)
@@ -100,12 +135,23 @@ class KVCache:
 
     def next_position(self, block: nn.Module) -> int:
         """The position of `block`'s next new query: how many positions its self-attention entry holds."""
-        return 0 if block in self.fixed or block not in self.entries else self.entries[block][0].shape[2]
+        return (
+            0
+            if block in self.fixed or block not in self.entries
+            else self.entries[block][0].shape[2]
+        )
 
     @property
     def length(self) -> int:
         """Target positions fed so far (0 before the first call): the next one is at this position."""
-        return next((K.shape[2] for block, (K, _) in self.entries.items() if block not in self.fixed), 0)
+        return next(
+            (
+                K.shape[2]
+                for block, (K, _) in self.entries.items()
+                if block not in self.fixed
+            ),
+            0,
+        )
 
     def select(self, rows: Tensor, same_sources: bool = False) -> None:
         """Keep (and reorder, or repeat) batch rows `rows` (R,): each row follows its sentence or beam.
@@ -134,24 +180,50 @@ class MultiHeadAttention(nn.Module):
     and `num_kv_heads` < h lets groups of query heads share one key/value head (grouped-query attention).
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 num_kv_heads: int | None = None, rotary: nn.Module | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        num_kv_heads: int | None = None,
+        rotary: nn.Module | None = None,
+    ):
         super().__init__()
         if num_heads < 1 or d_model % num_heads != 0:
-            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}: choose h that divides D")
+            raise ValueError(
+                f"d_model={d_model} is not divisible by num_heads={num_heads}: choose h that divides D"
+            )
         kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if kv_heads < 1 or num_heads % kv_heads:
-            raise ValueError(f"num_kv_heads={kv_heads} must divide num_heads={num_heads}: each key/value head serves "
-                             "a whole group of query heads")
-        self.d_model, self.num_heads, self.d_head, self.num_kv_heads = d_model, num_heads, d_model // num_heads, kv_heads
+            raise ValueError(
+                f"num_kv_heads={kv_heads} must divide num_heads={num_heads}: each key/value head serves "
+                "a whole group of query heads"
+            )
+        self.d_model, self.num_heads, self.d_head, self.num_kv_heads = (
+            d_model,
+            num_heads,
+            d_model // num_heads,
+            kv_heads,
+        )
         self.dropout = dropout
-        self.W_q = nn.Linear(d_model, d_model, bias=bias)  # (W^Q)^T, W^Q = [W_1^Q, ..., W_h^Q]: (D, D)
-        self.W_k = nn.Linear(d_model, kv_heads * self.d_head, bias=bias)  # (W^K)^T: (D, D) with h key heads
+        self.W_q = nn.Linear(
+            d_model, d_model, bias=bias
+        )  # (W^Q)^T, W^Q = [W_1^Q, ..., W_h^Q]: (D, D)
+        self.W_k = nn.Linear(
+            d_model, kv_heads * self.d_head, bias=bias
+        )  # (W^K)^T: (D, D) with h key heads
         self.W_v = nn.Linear(d_model, kv_heads * self.d_head, bias=bias)  # (W^V)^T
-        self.W_o = nn.Linear(d_model, d_model, bias=bias)  # (W^O)^T: mixes the concatenated heads
-        self.need_weights = False  # default of forward's need_weights, settable from outside a model
+        self.W_o = nn.Linear(
+            d_model, d_model, bias=bias
+        )  # (W^O)^T: mixes the concatenated heads
+        self.need_weights = (
+            False  # default of forward's need_weights, settable from outside a model
+        )
         self.last_weights: Tensor | None = None
-        self.rotary = rotary  # chapter 16: rotary(x (B, h, L, D_h), first position) -> x turned
+        self.rotary = (
+            rotary  # chapter 16: rotary(x (B, h, L, D_h), first position) -> x turned
+        )
 
     def split_heads(self, x: Tensor) -> Tensor:
         """(B, L, D) -> (B, h, L, D_h)."""
@@ -161,36 +233,59 @@ class MultiHeadAttention(nn.Module):
         """(B, h, L, D_h) -> (B, L, D)."""
         return merge_heads(x)  # (B, L, D)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
-                need_weights: bool | None = None, cache: KVCache | None = None, fixed: bool = False) -> Tensor:
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool | None = None,
+        cache: KVCache | None = None,
+        fixed: bool = False,
+    ) -> Tensor:
         _check_inputs(query, key, value, self.d_model)
         if need_weights is None:
             need_weights = self.need_weights
-        start = 0 if cache is None or fixed else cache.next_position(self)  # the position of the first new query
+        start = (
+            0 if cache is None or fixed else cache.next_position(self)
+        )  # the position of the first new query
         Q = self._turn(self.split_heads(self.W_q(query)), start)  # (B, h, T, D_h)
-        K, V = self._keys_values(key, value, cache, fixed, start)  # (B, h, S, D_h) each; S counts the cached ones
+        K, V = self._keys_values(
+            key, value, cache, fixed, start
+        )  # (B, h, S, D_h) each; S counts the cached ones
         if mask is not None:
-            _check_mask(mask, query.shape[0], self.num_heads, query.shape[1], K.shape[2])
+            _check_mask(
+                mask, query.shape[0], self.num_heads, query.shape[1], K.shape[2]
+            )
         p = self.dropout if self.training else 0.0
         if need_weights:
             A, weights = attention(Q, K, V, mask)  # (B, h, T, D_h), (B, h, T, S)
             self.last_weights = weights.detach()
             if p > 0:
-                A = F.dropout(weights, p) @ V  # (B, h, T, D_h): dropout on the weights, as the fused kernel does
+                A = (
+                    F.dropout(weights, p) @ V
+                )  # (B, h, T, D_h): dropout on the weights, as the fused kernel does
         else:
             self.last_weights = None
             A = _fused_attention(Q, K, V, mask, p)  # (B, h, T, D_h)
         return self.W_o(self.merge_heads(A))  # (B, T, D)
 
-    def _keys_values(self, key: Tensor, value: Tensor, cache: KVCache | None, fixed: bool,
-                     start: int) -> tuple[Tensor, Tensor]:
+    def _keys_values(
+        self, key: Tensor, value: Tensor, cache: KVCache | None, fixed: bool, start: int
+    ) -> tuple[Tensor, Tensor]:
         """K = key W^K and V = value W^V as heads, (B, h, S, D_h); with a cache, also what earlier calls kept."""
         if cache is not None and fixed and self in cache.entries:
-            return tuple(self._share(x) for x in cache.entries[self])  # the same encoder output: nothing to project
-        K = self._turn(split_heads(self.W_k(key), self.num_kv_heads), start)  # (B, h_kv, S, D_h)
+            return tuple(
+                self._share(x) for x in cache.entries[self]
+            )  # the same encoder output: nothing to project
+        K = self._turn(
+            split_heads(self.W_k(key), self.num_kv_heads), start
+        )  # (B, h_kv, S, D_h)
         V = split_heads(self.W_v(value), self.num_kv_heads)  # (B, h_kv, S, D_h)
         if cache is not None:  # the cache keeps the h_kv heads, not their copies
-            K, V = cache.update(self, K, V, fixed)  # (B, h_kv, L + S, D_h): with what earlier calls kept
+            K, V = cache.update(
+                self, K, V, fixed
+            )  # (B, h_kv, L + S, D_h): with what earlier calls kept
         return self._share(K), self._share(V)  # (B, h, S, D_h)
 
     def _turn(self, x: Tensor, start: int) -> Tensor:
@@ -204,7 +299,9 @@ class MultiHeadAttention(nn.Module):
 
 # %% ../../notebooks/03_multihead.ipynb #ea2d95d1
 @torch.no_grad()
-def copy_weights_from_torch(ours: MultiHeadAttention, ref: nn.MultiheadAttention) -> MultiHeadAttention:
+def copy_weights_from_torch(
+    ours: MultiHeadAttention, ref: nn.MultiheadAttention
+) -> MultiHeadAttention:
     """Copy a `torch.nn.MultiheadAttention`'s parameters into ours, so the two compute the same function.
 
     torch stacks (W^Q)^T, (W^K)^T, (W^V)^T into one (3D, D) `in_proj_weight`; its `out_proj` is our W^O.
@@ -212,15 +309,23 @@ def copy_weights_from_torch(ours: MultiHeadAttention, ref: nn.MultiheadAttention
     """
     D = ours.d_model
     if ref.embed_dim != D or ref.num_heads != ours.num_heads:
-        raise ValueError(f"shapes differ: ours D={D}, h={ours.num_heads}; torch D={ref.embed_dim}, h={ref.num_heads}")
+        raise ValueError(
+            f"shapes differ: ours D={D}, h={ours.num_heads}; torch D={ref.embed_dim}, h={ref.num_heads}"
+        )
     if not ref._qkv_same_embed_dim or ref.bias_k is not None:
-        raise ValueError("only torch layers with kdim = vdim = embed_dim and add_bias_kv=False match this layer")
+        raise ValueError(
+            "only torch layers with kdim = vdim = embed_dim and add_bias_kv=False match this layer"
+        )
     if (ref.in_proj_bias is None) != (ours.W_q.bias is None):
-        raise ValueError(f"bias differs: ours has bias={ours.W_q.bias is not None}, "
-                         f"torch has bias={ref.in_proj_bias is not None}")
+        raise ValueError(
+            f"bias differs: ours has bias={ours.W_q.bias is not None}, "
+            f"torch has bias={ref.in_proj_bias is not None}"
+        )
     for i, linear in enumerate((ours.W_q, ours.W_k, ours.W_v)):
-        linear.weight.copy_(ref.in_proj_weight[i * D:(i + 1) * D])  # rows i*D .. (i+1)*D - 1: (D, D)
+        linear.weight.copy_(
+            ref.in_proj_weight[i * D : (i + 1) * D]
+        )  # rows i*D .. (i+1)*D - 1: (D, D)
         if linear.bias is not None:
-            linear.bias.copy_(ref.in_proj_bias[i * D:(i + 1) * D])
+            linear.bias.copy_(ref.in_proj_bias[i * D : (i + 1) * D])
     ours.W_o.load_state_dict(ref.out_proj.state_dict())
     return ours

@@ -49,10 +49,16 @@ class DecoderGraph(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, memory: Tensor, src: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, memory: Tensor, src: Tensor, tgt: Tensor
+    ) -> tuple[Tensor, Tensor]:
         m = self.model
-        h = m.decode(tgt, memory, m.make_src_mask(src), m.make_tgt_mask(tgt))  # (B, T, D)
-        cross = torch.stack([layer.cross_attn.last_weights for layer in m.decoder.layers])  # (N, B, h, T, S)
+        h = m.decode(
+            tgt, memory, m.make_src_mask(src), m.make_tgt_mask(tgt)
+        )  # (B, T, D)
+        cross = torch.stack(
+            [layer.cross_attn.last_weights for layer in m.decoder.layers]
+        )  # (N, B, h, T, S)
         return m.generator(h[:, -1]), cross  # (B, V), (N, B, h, T, S)
 
 # %% ../../notebooks/96_onnx.ipynb #ca85851e
@@ -67,9 +73,19 @@ def _float16_initializers(path: Path) -> None:
     kept, casts = [], []
     for init in graph.initializer:
         w = numpy_helper.to_array(init)
-        if init.data_type == TensorProto.FLOAT and w.size >= 1024 and np.array_equal(w.astype(np.float16).astype(np.float32), w):
-            kept.append(numpy_helper.from_array(w.astype(np.float16), init.name + "_f16"))
-            casts.append(helper.make_node("Cast", [init.name + "_f16"], [init.name], to=TensorProto.FLOAT))
+        if (
+            init.data_type == TensorProto.FLOAT
+            and w.size >= 1024
+            and np.array_equal(w.astype(np.float16).astype(np.float32), w)
+        ):
+            kept.append(
+                numpy_helper.from_array(w.astype(np.float16), init.name + "_f16")
+            )
+            casts.append(
+                helper.make_node(
+                    "Cast", [init.name + "_f16"], [init.name], to=TensorProto.FLOAT
+                )
+            )
         else:
             kept.append(init)
     del graph.initializer[:]
@@ -81,18 +97,40 @@ def _float16_initializers(path: Path) -> None:
     atomic_write_bytes(path, proto.SerializeToString())
 
 
-def _export(module: nn.Module, args: tuple, path: Path, inputs: list[str], outputs: list[str], axes: dict) -> None:
+def _export(
+    module: nn.Module,
+    args: tuple,
+    path: Path,
+    inputs: list[str],
+    outputs: list[str],
+    axes: dict,
+) -> None:
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=DeprecationWarning)  # the TorchScript exporter
-        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)  # shape checks traced as constants
-        torch.onnx.export(module, args, str(path), dynamo=False, input_names=inputs, output_names=outputs,
-                          dynamic_axes=axes, opset_version=OPSET, do_constant_folding=True)
+        warnings.filterwarnings(
+            "ignore", category=DeprecationWarning
+        )  # the TorchScript exporter
+        warnings.filterwarnings(
+            "ignore", category=torch.jit.TracerWarning
+        )  # shape checks traced as constants
+        torch.onnx.export(
+            module,
+            args,
+            str(path),
+            dynamo=False,
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            do_constant_folding=True,
+        )
     _float16_initializers(path)
 
 
 def weights_sha256(model_dir: str | Path) -> str:
     """The SHA-256 of a checkpoint's model.safetensors: which weights an export was made from."""
-    return hashlib.sha256((Path(model_dir) / "model.safetensors").read_bytes()).hexdigest()
+    return hashlib.sha256(
+        (Path(model_dir) / "model.safetensors").read_bytes()
+    ).hexdigest()
 
 
 def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
@@ -101,20 +139,34 @@ def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
     if not isinstance(replace, bool):
         raise InputError(f"replace={replace!r} must be True or False")
     if not out.name or out.name in (".", ".."):
-        raise InputError(f"out_dir={str(out)!r} names no new folder: give a folder name, e.g. de-en-onnx")
+        raise InputError(
+            f"out_dir={str(out)!r} names no new folder: give a folder name, e.g. de-en-onnx"
+        )
     here, target, model = Path.cwd().resolve(), out.resolve(), model_dir.resolve()
-    if target in (here, *here.parents) or target in (model, *model.parents) or model in target.parents:
-        raise InputError(f"out_dir={out} holds the current folder or the model it would export ({model}): give "
-                         "a folder of its own")
+    if (
+        target in (here, *here.parents)
+        or target in (model, *model.parents)
+        or model in target.parents
+    ):
+        raise InputError(
+            f"out_dir={out} holds the current folder or the model it would export ({model}): give "
+            "a folder of its own"
+        )
     if out.exists() and not out.is_dir():
-        raise InputError(f"{out} is a file, not a folder: give a new folder for the ONNX files")
+        raise InputError(
+            f"{out} is a file, not a folder: give a new folder for the ONNX files"
+        )
     if out.is_dir() and any(out.iterdir()) and not replace:
-        raise InputError(f"{out} already holds files: export into a new or empty folder, or pass --replace "
-                         "(replace=True) to replace the folder and everything in it")
+        raise InputError(
+            f"{out} already holds files: export into a new or empty folder, or pass --replace "
+            "(replace=True) to replace the folder and everything in it"
+        )
 
 
 @torch.no_grad()
-def export_onnx(model: str | Path, out_dir: str | Path, replace: bool = False, **load_options) -> Path:
+def export_onnx(
+    model: str | Path, out_dir: str | Path, replace: bool = False, **load_options
+) -> Path:
     """Write a translator as ONNX: `encoder.onnx`, `decoder.onnx`, the tokenizers and `translator.json`.
 
     `model` is a shipped name or a checkpoint directory (as `load_translator` takes). The files are written into a
@@ -127,40 +179,84 @@ def export_onnx(model: str | Path, out_dir: str | Path, replace: bool = False, *
         with atomic_folder(out, replace=True) as tmp:
             _write_export(checkpoint, tmp)
     except PermissionError as e:
-        raise InputError(f"cannot write into {out.parent if not out.exists() else out}: {e.strerror}; export "
-                         "into a folder you can write to") from None
+        raise InputError(
+            f"cannot write into {out.parent if not out.exists() else out}: {e.strerror}; export "
+            "into a folder you can write to"
+        ) from None
     return out
 
 
 def _write_export(checkpoint, out: Path) -> None:
     """The export's files, written into the empty folder `out`."""
     m = checkpoint.model.eval()  # float32, as load_translator returns it
-    src = torch.tensor([[5, 6, 7, 8], [9, 10, PAD_ID, PAD_ID]])  # (2, 4): a padded batch, so masks are traced
+    src = torch.tensor(
+        [[5, 6, 7, 8], [9, 10, PAD_ID, PAD_ID]]
+    )  # (2, 4): a padded batch, so masks are traced
     tgt = torch.tensor([[BOS_ID, 11, 12], [BOS_ID, 13, 14]])  # (2, 3)
     with keeping_weights(m):
         memory = EncoderGraph(m)(src)
-        _export(EncoderGraph(m), (src,), out / "encoder.onnx", ["src"], ["memory"],
-                {"src": {0: "batch", 1: "src_len"}, "memory": {0: "batch", 1: "src_len"}})
-        _export(DecoderGraph(m), (memory, src, tgt), out / "decoder.onnx", ["memory", "src", "tgt"],
-                ["logits", "cross_attention"],
-                {"memory": {0: "batch", 1: "src_len"}, "src": {0: "batch", 1: "src_len"},
-                 "tgt": {0: "batch", 1: "tgt_len"}, "logits": {0: "batch"},
-                 "cross_attention": {1: "batch", 3: "tgt_len", 4: "src_len"}})
+        _export(
+            EncoderGraph(m),
+            (src,),
+            out / "encoder.onnx",
+            ["src"],
+            ["memory"],
+            {"src": {0: "batch", 1: "src_len"}, "memory": {0: "batch", 1: "src_len"}},
+        )
+        _export(
+            DecoderGraph(m),
+            (memory, src, tgt),
+            out / "decoder.onnx",
+            ["memory", "src", "tgt"],
+            ["logits", "cross_attention"],
+            {
+                "memory": {0: "batch", 1: "src_len"},
+                "src": {0: "batch", 1: "src_len"},
+                "tgt": {0: "batch", 1: "tgt_len"},
+                "logits": {0: "batch"},
+                "cross_attention": {1: "batch", 3: "tgt_len", 4: "src_len"},
+            },
+        )
     checkpoint.src_tokenizer.save(out / "source.model")
     checkpoint.tgt_tokenizer.save(out / "target.model")
     data = checkpoint.train_config.data
-    limits = inspect.signature(greedy_decode).parameters  # the output-length rule a * S + b, and its defaults
+    limits = inspect.signature(
+        greedy_decode
+    ).parameters  # the output-length rule a * S + b, and its defaults
     c = m.config
-    meta = {"format": FORMAT, "name": Path(checkpoint.path).name, "src_lang": data.src_lang, "tgt_lang": data.tgt_lang,
-            "pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID, "max_len": c.max_len,
-            "max_len_a": limits["max_len_a"].default, "max_len_b": limits["max_len_b"].default,
-            "num_layers": c.num_decoder_layers, "num_heads": c.num_heads, "d_model": c.d_model,
-            "src_vocab_size": c.src_vocab_size, "tgt_vocab_size": c.tgt_vocab_size,
-            "weights_sha256": weights_sha256(checkpoint.path), "opset": OPSET}
-    atomic_write_bytes(out / "translator.json", (json.dumps(meta, indent=1) + "\n").encode())
+    meta = {
+        "format": FORMAT,
+        "name": Path(checkpoint.path).name,
+        "src_lang": data.src_lang,
+        "tgt_lang": data.tgt_lang,
+        "pad_id": PAD_ID,
+        "bos_id": BOS_ID,
+        "eos_id": EOS_ID,
+        "max_len": c.max_len,
+        "max_len_a": limits["max_len_a"].default,
+        "max_len_b": limits["max_len_b"].default,
+        "num_layers": c.num_decoder_layers,
+        "num_heads": c.num_heads,
+        "d_model": c.d_model,
+        "src_vocab_size": c.src_vocab_size,
+        "tgt_vocab_size": c.tgt_vocab_size,
+        "weights_sha256": weights_sha256(checkpoint.path),
+        "opset": OPSET,
+    }
+    atomic_write_bytes(
+        out / "translator.json", (json.dumps(meta, indent=1) + "\n").encode()
+    )
 
 # %% ../../notebooks/96_onnx.ipynb #57d4f60b
-_META_KEYS = ("format", "pad_id", "bos_id", "eos_id", "max_len", "max_len_a", "max_len_b")
+_META_KEYS = (
+    "format",
+    "pad_id",
+    "bos_id",
+    "eos_id",
+    "max_len",
+    "max_len_a",
+    "max_len_b",
+)
 
 
 def _export_file(path: Path, limit: int) -> bytes:
@@ -168,8 +264,10 @@ def _export_file(path: Path, limit: int) -> bytes:
     try:
         return read_regular_file(path, limit, InputError)
     except FileNotFoundError:
-        raise InputError(f"{path} is missing: the folder is not a whole export; export again with "
-                         "`transformer export-onnx`") from None
+        raise InputError(
+            f"{path} is missing: the folder is not a whole export; export again with "
+            "`transformer export-onnx`"
+        ) from None
 
 
 def _read_export(d: Path) -> dict:
@@ -179,22 +277,40 @@ def _read_export(d: Path) -> dict:
     try:
         meta = json.loads(_export_file(d / "translator.json", 1 << 20).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise InputError(f"{d / 'translator.json'} is damaged ({type(e).__name__}): export again") from None
+        raise InputError(
+            f"{d / 'translator.json'} is damaged ({type(e).__name__}): export again"
+        ) from None
     missing = [k for k in _META_KEYS if not isinstance(meta, dict) or k not in meta]
     if missing or meta.get("format") != FORMAT or type(meta.get("format")) is not int:
-        raise InputError(f"{d / 'translator.json'} is not an export of format {FORMAT} (missing {missing}): export "
-                         "again with `transformer export-onnx`")
+        raise InputError(
+            f"{d / 'translator.json'} is not an export of format {FORMAT} (missing {missing}): export "
+            "again with `transformer export-onnx`"
+        )
     vocab = meta.get("tgt_vocab_size", 0)
-    ids_ok = all(type(meta[k]) is int and 0 <= meta[k] < (vocab if type(vocab) is int and vocab > 0 else 2**31)
-                 for k in ("pad_id", "bos_id", "eos_id"))
+    ids_ok = all(
+        type(meta[k]) is int
+        and 0 <= meta[k] < (vocab if type(vocab) is int and vocab > 0 else 2**31)
+        for k in ("pad_id", "bos_id", "eos_id")
+    )
     a, b, n = meta["max_len_a"], meta["max_len_b"], meta["max_len"]
-    limits_ok = (type(a) in (int, float) and math.isfinite(a) and a >= 0 and type(b) is int and b >= 1
-                 and type(n) is int and 2 <= n <= 1 << 20)
+    limits_ok = (
+        type(a) in (int, float)
+        and math.isfinite(a)
+        and a >= 0
+        and type(b) is int
+        and b >= 1
+        and type(n) is int
+        and 2 <= n <= 1 << 20
+    )
     if not (ids_ok and limits_ok):
-        raise InputError(f"{d / 'translator.json'} holds settings no export writes (special ids within the "
-                         "vocabulary, max_len_a >= 0, integers max_len_b >= 1 and max_len >= 2): export again")
+        raise InputError(
+            f"{d / 'translator.json'} holds settings no export writes (special ids within the "
+            "vocabulary, max_len_a >= 0, integers max_len_b >= 1 and max_len >= 2): export again"
+        )
     for name in ("encoder.onnx", "decoder.onnx"):
-        _export_file(d / name, 4 << 30)  # present and a regular file: onnxruntime reads it then
+        _export_file(
+            d / name, 4 << 30
+        )  # present and a regular file: onnxruntime reads it then
     return meta
 
 
@@ -213,29 +329,43 @@ class OnnxTranslator:
         self.meta = _read_export(d)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = threads
-        self.encoder, self.decoder = (self._session(onnxruntime, d / name, options) for name in ("encoder.onnx",
-                                                                                                 "decoder.onnx"))
-        self.src_sp = sentencepiece.SentencePieceProcessor(model_proto=_export_file(d / "source.model", 256 << 20))
-        self.tgt_sp = sentencepiece.SentencePieceProcessor(model_proto=_export_file(d / "target.model", 256 << 20))
+        self.encoder, self.decoder = (
+            self._session(onnxruntime, d / name, options)
+            for name in ("encoder.onnx", "decoder.onnx")
+        )
+        self.src_sp = sentencepiece.SentencePieceProcessor(
+            model_proto=_export_file(d / "source.model", 256 << 20)
+        )
+        self.tgt_sp = sentencepiece.SentencePieceProcessor(
+            model_proto=_export_file(d / "target.model", 256 << 20)
+        )
 
     @staticmethod
     def _session(onnxruntime, path: Path, options):
         try:
-            return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            return onnxruntime.InferenceSession(
+                str(path), options, providers=["CPUExecutionProvider"]
+            )
         except Exception as e:  # onnxruntime's own exception types (InvalidProtobuf, Fail): the file is no graph
-            raise InputError(f"{path} is not an ONNX graph onnxruntime can run ({type(e).__name__}): export "
-                             "again with `transformer export-onnx`") from None
+            raise InputError(
+                f"{path} is not an ONNX graph onnxruntime can run ({type(e).__name__}): export "
+                "again with `transformer export-onnx`"
+            ) from None
 
-    def step(self, memory: np.ndarray, src: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def step(
+        self, memory: np.ndarray, src: np.ndarray, ys: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """One decoder call: -> scores of the next token (b, V) and cross-attention (N, b, h, t, S)."""
         return self.decoder.run(None, {"memory": memory, "src": src, "tgt": ys})
 
     def greedy(self, src: np.ndarray) -> list[list[int]]:
         """src (B, S) padded ids -> the B output id lists (EOS removed)."""
         m = self.meta
-        memory, = self.encoder.run(None, {"src": src})  # (B, S, D)
+        (memory,) = self.encoder.run(None, {"src": src})  # (B, S, D)
         lengths = (src != m["pad_id"]).sum(-1).tolist()
-        limits = np.array(output_limits(lengths, m["max_len_a"], m["max_len_b"], m["max_len"]))  # (B,): EOS included
+        limits = np.array(
+            output_limits(lengths, m["max_len_a"], m["max_len_b"], m["max_len"])
+        )  # (B,): EOS included
         rows = np.arange(len(src))  # the sentence each live row belongs to
         ys = np.full((len(src), 1), m["bos_id"], dtype=np.int64)  # (b, t)
         out: list[list[int]] = [[] for _ in rows]
@@ -255,22 +385,39 @@ class OnnxTranslator:
 
         `sentences` is a list of strings: one string alone is refused (`InputError`), as `translate` refuses it."""
         if isinstance(sentences, (str, bytes)):
-            raise InputError("sentences must be a list of strings: for one sentence, pass [sentence]")
+            raise InputError(
+                "sentences must be a list of strings: for one sentence, pass [sentence]"
+            )
         sentences = list(sentences)
         if any(not isinstance(s, str) for s in sentences):
-            raise InputError("sentences must be a list of strings: every sentence a str")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InputError(
+                "sentences must be a list of strings: every sentence a str"
+            )
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, int)
+            or batch_size < 1
+        ):
             raise InputError(f"batch_size={batch_size!r} must be an integer >= 1")
         for i, s in enumerate(sentences):
             try:
                 s.encode("utf-8")
             except UnicodeEncodeError:
-                raise InputError(f"sentences[{i}] is not valid Unicode (a lone surrogate)") from None
+                raise InputError(
+                    f"sentences[{i}] is not valid Unicode (a lone surrogate)"
+                ) from None
         m = self.meta
-        ids = [x[: m["max_len"]] for x in self.src_sp.encode([s.strip() for s in sentences])]
+        ids = [
+            x[: m["max_len"]]
+            for x in self.src_sp.encode([s.strip() for s in sentences])
+        ]
         out = [""] * len(ids)
-        for chunk in length_batches([len(x) for x in ids], batch_size):  # as `translate` batches (chapter 11)
-            src = np.array(pad_rows([ids[i] for i in chunk], m["pad_id"]), dtype=np.int64)  # (b, S)
+        for chunk in length_batches(
+            [len(x) for x in ids], batch_size
+        ):  # as `translate` batches (chapter 11)
+            src = np.array(
+                pad_rows([ids[i] for i in chunk], m["pad_id"]), dtype=np.int64
+            )  # (b, S)
             for i, tokens in zip(chunk, self.greedy(src)):
                 out[i] = self.tgt_sp.decode(tokens)
         return out

@@ -7,14 +7,16 @@ __all__ = ['inverse_sqrt_lr', 'InverseSqrtSchedule', 'LinearDecaySchedule']
 from dataclasses import dataclass
 
 
-def inverse_sqrt_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
+def inverse_sqrt_lr(
+    step: int, d_model: int, warmup_steps: int, factor: float = 1.0
+) -> float:
     """The paper's learning rate at optimiser step `step` (counted from 1).
 
     lr = factor * D^-0.5 * min(step^-0.5, step * warmup^-1.5): a linear ramp for `warmup_steps`
     steps, then decay as 1/sqrt(step). The two branches meet at step = warmup.
     """
     step = max(step, 1)
-    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
 @dataclass
@@ -24,18 +26,22 @@ class InverseSqrtSchedule:
     LambdaLR calls it with the number of steps already taken (0 before the first step). Being a
     dataclass of numbers, the scheduler's `state_dict()` stays plain data (no pickled function).
     """
+
     d_model: int
     warmup_steps: int
     factor: float = 1.0
 
     def __call__(self, steps_taken: int) -> float:
-        return inverse_sqrt_lr(steps_taken + 1, self.d_model, self.warmup_steps, self.factor)
+        return inverse_sqrt_lr(
+            steps_taken + 1, self.d_model, self.warmup_steps, self.factor
+        )
 
 # %% ../../notebooks/10_training.ipynb #linear-schedule
 @dataclass
 class LinearDecaySchedule:
     """The paper's warm-up to the same peak, then a straight line down to 1/(total - warmup + 1) of it at
     step `total_steps`: a multiplier for `LambdaLR`, plain data like `InverseSqrtSchedule`."""
+
     d_model: int
     warmup_steps: int
     total_steps: int
@@ -43,7 +49,13 @@ class LinearDecaySchedule:
 
     def __call__(self, steps_taken: int) -> float:
         step = steps_taken + 1
-        peak = inverse_sqrt_lr(self.warmup_steps, self.d_model, self.warmup_steps, self.factor)
+        peak = inverse_sqrt_lr(
+            self.warmup_steps, self.d_model, self.warmup_steps, self.factor
+        )
         if step <= self.warmup_steps:
             return peak * step / self.warmup_steps
-        return peak * max(self.total_steps + 1 - step, 1) / (self.total_steps + 1 - self.warmup_steps)
+        return (
+            peak
+            * max(self.total_steps + 1 - step, 1)
+            / (self.total_steps + 1 - self.warmup_steps)
+        )

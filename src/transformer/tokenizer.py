@@ -32,21 +32,34 @@ class Tokenizer:
         try:
             self._sp.LoadFromSerializedProto(self._proto)
         except RuntimeError:
-            raise ValueError(f"{where} is not a sentencepiece model: train one with train_tokenizer()") from None
-        ids = {"pad": self._sp.pad_id(), "unk": self._sp.unk_id(), "bos": self._sp.bos_id(), "eos": self._sp.eos_id()}
+            raise ValueError(
+                f"{where} is not a sentencepiece model: train one with train_tokenizer()"
+            ) from None
+        ids = {
+            "pad": self._sp.pad_id(),
+            "unk": self._sp.unk_id(),
+            "bos": self._sp.bos_id(),
+            "eos": self._sp.eos_id(),
+        }
         wanted = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
         if ids != wanted:
-            raise ValueError(f"{where} has special ids {ids}, but the course needs {wanted}: "
-                             f"train it with train_tokenizer(), which sets them")
+            raise ValueError(
+                f"{where} has special ids {ids}, but the course needs {wanted}: "
+                f"train it with train_tokenizer(), which sets them"
+            )
 
     @classmethod
     def load(cls, path: str | Path) -> "Tokenizer":
         """Read a `.model` file written by `train_tokenizer` or `save`."""
         path = Path(path)
         if not path.exists():
-            raise FileNotFoundError(f"no tokenizer model at {path}: train one with train_tokenizer(), or pass the "
-                                    f".model file saved beside the checkpoint")
-        return cls(read_regular_file(path, 256 << 20), model_path=path)  # a pipe or a device is refused, not read
+            raise FileNotFoundError(
+                f"no tokenizer model at {path}: train one with train_tokenizer(), or pass the "
+                f".model file saved beside the checkpoint"
+            )
+        return cls(
+            read_regular_file(path, 256 << 20), model_path=path
+        )  # a pipe or a device is refused, not read
 
     def save(self, path: str | Path) -> Path:
         """Write the model to `path` atomically (temporary file, then rename) and return the path."""
@@ -70,7 +83,9 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         """Token ids of one sentence, without bos or eos: (len,)."""
         if not isinstance(text, str):
-            raise TypeError(f"encode takes one str, got {type(text).__name__}: use encode_batch for a list")
+            raise TypeError(
+                f"encode takes one str, got {type(text).__name__}: use encode_batch for a list"
+            )
         return self._sp.encode(text)
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
@@ -101,13 +116,17 @@ class Tokenizer:
         """The ids before the first eos, without pad and bos, checked to be ids of this vocabulary."""
         ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
         if not all(isinstance(i, int) for i in ids):
-            raise ValueError("decode takes one sequence of int ids (a list or a 1-D tensor): use decode_batch for a batch")
+            raise ValueError(
+                "decode takes one sequence of int ids (a list or a 1-D tensor): use decode_batch for a batch"
+            )
         if EOS_ID in ids:
             ids = ids[: ids.index(EOS_ID)]
         ids = [i for i in ids if i != PAD_ID and i != BOS_ID]
         if ids and not (0 <= min(ids) and max(ids) < self.vocab_size):
             bad = next(i for i in ids if not 0 <= i < self.vocab_size)
-            raise ValueError(f"id {bad} is outside this tokenizer's vocabulary of {self.vocab_size}")
+            raise ValueError(
+                f"id {bad} is outside this tokenizer's vocabulary of {self.vocab_size}"
+            )
         return ids
 
     def __getstate__(self):
@@ -121,9 +140,17 @@ class Tokenizer:
         return f"Tokenizer(vocab_size={self.vocab_size}, model={name!r})"
 
 # %% ../../notebooks/09_data.ipynb #a6afe26b
-def train_tokenizer(sentences: Iterable[str], model_prefix: str | Path, vocab_size: int, *, model_type: str = "bpe",
-                    character_coverage: float = 1.0, normalization: str = "identity",
-                    add_dummy_prefix: bool = True, num_threads: int = 1) -> Tokenizer:
+def train_tokenizer(
+    sentences: Iterable[str],
+    model_prefix: str | Path,
+    vocab_size: int,
+    *,
+    model_type: str = "bpe",
+    character_coverage: float = 1.0,
+    normalization: str = "identity",
+    add_dummy_prefix: bool = True,
+    num_threads: int = 1,
+) -> Tokenizer:
     """Train a sentencepiece model on `sentences` (only those), write `{model_prefix}.model`, return its Tokenizer.
 
     Special ids are fixed (pad 0, unk 1, bos 2, eos 3). With the defaults (BPE, identity normalisation) training
@@ -134,28 +161,48 @@ def train_tokenizer(sentences: Iterable[str], model_prefix: str | Path, vocab_si
     texts = []
     for s in sentences:
         if not isinstance(s, str):
-            raise TypeError(f"train_tokenizer needs str sentences, got {type(s).__name__}")
+            raise TypeError(
+                f"train_tokenizer needs str sentences, got {type(s).__name__}"
+            )
         if s.strip():
             texts.append(s.strip())
     if not texts:
-        raise ValueError("train_tokenizer got no non-empty sentences: pass the training split's sentences")
+        raise ValueError(
+            "train_tokenizer got no non-empty sentences: pass the training split's sentences"
+        )
     if vocab_size <= len(SPECIAL_PIECES):
-        raise ValueError(f"vocab_size={vocab_size} leaves no room beside the {len(SPECIAL_PIECES)} special pieces")
+        raise ValueError(
+            f"vocab_size={vocab_size} leaves no room beside the {len(SPECIAL_PIECES)} special pieces"
+        )
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size, model_type=model_type,
-            character_coverage=character_coverage, normalization_rule_name=normalization,
+            sentence_iterator=iter(texts),
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            normalization_rule_name=normalization,
             add_dummy_prefix=add_dummy_prefix,
-            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
-            pad_piece=SPECIAL_PIECES[0], unk_piece=SPECIAL_PIECES[1], bos_piece=SPECIAL_PIECES[2],
-            eos_piece=SPECIAL_PIECES[3], max_sentence_length=max(4192, max(len(t.encode()) for t in texts) + 1),
-            input_sentence_size=0, num_threads=num_threads, minloglevel=2,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            pad_piece=SPECIAL_PIECES[0],
+            unk_piece=SPECIAL_PIECES[1],
+            bos_piece=SPECIAL_PIECES[2],
+            eos_piece=SPECIAL_PIECES[3],
+            max_sentence_length=max(4192, max(len(t.encode()) for t in texts) + 1),
+            input_sentence_size=0,
+            num_threads=num_threads,
+            minloglevel=2,
         )
     except RuntimeError as err:
         reason = str(err).split("] ")[-1].strip() or str(err)
-        raise ValueError(f"sentencepiece could not train a {model_type} model with vocab_size={vocab_size} on "
-                         f"{len(texts)} sentences: {reason}") from None
+        raise ValueError(
+            f"sentencepiece could not train a {model_type} model with vocab_size={vocab_size} on "
+            f"{len(texts)} sentences: {reason}"
+        ) from None
     path = Path(f"{model_prefix}.model")
     atomic_write_bytes(path, model.getvalue())
     return Tokenizer(model.getvalue(), model_path=path)

@@ -27,15 +27,44 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
-from .checkpoints import (latest_checkpoint, load_tokenizers, load_training_state, load_weights,
-                                     model_bytes, prune_checkpoints, read_train_config, resumable_checkpoint,
-                                     save_checkpoint)
-from .config import NO_SPACES, DataConfig, TrainConfig, check_resume_compatible
+from transformer.checkpoints import (
+    latest_checkpoint,
+    load_tokenizers,
+    load_training_state,
+    load_weights,
+    model_bytes,
+    prune_checkpoints,
+    read_train_config,
+    resumable_checkpoint,
+    save_checkpoint,
+)
+from transformer.config import (
+    NO_SPACES,
+    DataConfig,
+    TrainConfig,
+    check_resume_compatible,
+)
 from .data import TokenBudgetBatchSampler, TranslationDataset, collate
-from .files import atomic_write_bytes, atomic_write_text, create_folder, read_regular_file
+from transformer.files import (
+    atomic_write_bytes,
+    atomic_write_text,
+    create_folder,
+    read_regular_file,
+)
 from .corpora import split_pairs_for
-from .errors import CheckpointError, CheckpointNotFoundError, ConfigError, RunExistsError
-from .distributed import DistInfo, all_reduce_sum, gather_rng_states, select_device, set_rng_state
+from transformer.errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    ConfigError,
+    RunExistsError,
+)
+from transformer.distributed import (
+    DistInfo,
+    all_reduce_sum,
+    gather_rng_states,
+    select_device,
+    set_rng_state,
+)
 from .loss import label_smoothed_loss
 from .memory import check_fits
 from .metrics import MetricsLog, epoch_sums, read_metrics
@@ -51,6 +80,7 @@ class NonFiniteLossError(FloatingPointError):
 @dataclass
 class StepStats:
     """What one optimiser step did, averaged over the global batch."""
+
     loss: float  # label-smoothed loss per target token
     nll: float  # negative log-likelihood per target token
     lr: float  # learning rate this step used
@@ -61,12 +91,23 @@ class StepStats:
 def autocast(device: torch.device, dtype: torch.dtype | None):
     """Matrix products in `dtype` on `device` (`torch.autocast`), or a context that changes nothing when `dtype`
     is None (float32 throughout)."""
-    return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
+    return (
+        torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
+    )
 
 
-def train_step(model: nn.Module, batch, optimizer: torch.optim.Optimizer, scheduler, *,
-               num_tokens: int, label_smoothing: float, pad_id: int, clip_grad_norm: float,
-               autocast_dtype: torch.dtype | None = None) -> StepStats:
+def train_step(
+    model: nn.Module,
+    batch,
+    optimizer: torch.optim.Optimizer,
+    scheduler,
+    *,
+    num_tokens: int,
+    label_smoothing: float,
+    pad_id: int,
+    clip_grad_norm: float,
+    autocast_dtype: torch.dtype | None = None,
+) -> StepStats:
     """One step of teacher forcing on `batch` (src (B, S), tgt_in (B, T), tgt_out (B, T)).
 
     `num_tokens` is this process's count of target tokens. With several processes (DDP) the loss
@@ -76,20 +117,29 @@ def train_step(model: nn.Module, batch, optimizer: torch.optim.Optimizer, schedu
     """
     model.train()
     device = batch.src.device
-    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    world = (
+        dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    )
     (global_tokens,) = all_reduce_sum([float(num_tokens)], device)
     with autocast(device, autocast_dtype):
-        logits = model(batch.src, batch.tgt_in)  # (B, T, V): position t sees tgt_in[:, :t+1] only
-    loss_sum, nll_sum, _ = label_smoothed_loss(logits, batch.tgt_out, label_smoothing, pad_id)
+        logits = model(
+            batch.src, batch.tgt_in
+        )  # (B, T, V): position t sees tgt_in[:, :t+1] only
+    loss_sum, nll_sum, _ = label_smoothed_loss(
+        logits, batch.tgt_out, label_smoothing, pad_id
+    )
     (loss_sum * (world / max(global_tokens, 1.0))).backward()
     max_norm = clip_grad_norm if clip_grad_norm > 0 else float("inf")
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     loss_total, nll_total, norm = all_reduce_sum(
-        [loss_sum.item(), nll_sum.item(), grad_norm.item() / world], device)
+        [loss_sum.item(), nll_sum.item(), grad_norm.item() / world], device
+    )
     lr = optimizer.param_groups[0]["lr"]
     if not (math.isfinite(loss_total) and math.isfinite(norm)):
         optimizer.zero_grad(set_to_none=True)
-        raise NonFiniteLossError(f"loss={loss_total / max(global_tokens, 1.0)}, gradient norm={norm}")
+        raise NonFiniteLossError(
+            f"loss={loss_total / max(global_tokens, 1.0)}, gradient norm={norm}"
+        )
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
@@ -98,8 +148,14 @@ def train_step(model: nn.Module, batch, optimizer: torch.optim.Optimizer, schedu
 
 # %% ../../notebooks/95_training_run.ipynb #3ece0580
 @torch.no_grad()
-def validation_metrics(model: nn.Module, batches, *, label_smoothing: float, pad_id: int,
-             autocast_dtype: torch.dtype | None = None) -> dict:
+def validation_metrics(
+    model: nn.Module,
+    batches,
+    *,
+    label_smoothing: float,
+    pad_id: int,
+    autocast_dtype: torch.dtype | None = None,
+) -> dict:
     """Per target token: loss, NLL, perplexity and accuracy (argmax = reference) of `model` over `batches`.
 
     Teacher-forced, like training: every position sees the reference prefix, not the model's own output.
@@ -112,58 +168,114 @@ def validation_metrics(model: nn.Module, batches, *, label_smoothing: float, pad
             logits = model(batch.src, batch.tgt_in)  # (B, T, V)
         l, n, k = label_smoothed_loss(logits, batch.tgt_out, label_smoothing, pad_id)
         hits = ((logits.argmax(-1) == batch.tgt_out) & (batch.tgt_out != pad_id)).sum()
-        loss, nll, tokens, correct = loss + l.item(), nll + n.item(), tokens + k.item(), correct + hits.item()
+        loss, nll, tokens, correct = (
+            loss + l.item(),
+            nll + n.item(),
+            tokens + k.item(),
+            correct + hits.item(),
+        )
     model.train(was_training)
     tokens = max(tokens, 1.0)
-    return {"loss": loss / tokens, "nll": nll / tokens, "ppl": math.exp(min(nll / tokens, 50.0)),
-            "acc": correct / tokens}
+    return {
+        "loss": loss / tokens,
+        "nll": nll / tokens,
+        "ppl": math.exp(min(nll / tokens, 50.0)),
+        "acc": correct / tokens,
+    }
 
 # %% ../../notebooks/95_training_run.ipynb #d59756f2
 def load_pairs(data: DataConfig, split: str) -> list[tuple[str, str]]:
     """The (source, target) sentence pairs of the run's "train" or "valid" split (`split_pairs_for`), cut to its limit."""
     files = data.train_files if split == "train" else data.valid_files
-    pairs = split_pairs_for(data, data.train_split if split == "train" else data.valid_split, files)
+    pairs = split_pairs_for(
+        data, data.train_split if split == "train" else data.valid_split, files
+    )
     limit = data.max_train_pairs if split == "train" else data.max_valid_pairs
     return list(pairs[:limit] if limit else pairs)
 
 
-def _tokenizers_for_run(config: TrainConfig, train_pairs, tok_dir: Path, info: DistInfo,
-                        from_checkpoint: Path | None) -> dict[str, Path]:
+def _tokenizers_for_run(
+    config: TrainConfig,
+    train_pairs,
+    tok_dir: Path,
+    info: DistInfo,
+    from_checkpoint: Path | None,
+) -> dict[str, Path]:
     """Return {file name inside a checkpoint: path} of the run's sentencepiece model(s).
 
     A resumed run copies the checkpoint's into `tok_dir` (the checkpoint itself is pruned later: every
     checkpoint the run writes copies them from `tok_dir`); a new one has process 0 train them on the training
     split (never on validation or test data) while the other processes wait.
     """
-    names = ("tokenizer.model",) if config.data.shared_vocab else ("src_tokenizer.model", "tgt_tokenizer.model")
+    names = (
+        ("tokenizer.model",)
+        if config.data.shared_vocab
+        else ("src_tokenizer.model", "tgt_tokenizer.model")
+    )
     if from_checkpoint is not None and info.is_main:
         for n in names:
             try:
-                data = read_regular_file(from_checkpoint / n, 256 << 20, CheckpointError)
+                data = read_regular_file(
+                    from_checkpoint / n, 256 << 20, CheckpointError
+                )
             except FileNotFoundError:
-                raise CheckpointError(f"{from_checkpoint / n} is missing: the checkpoint cannot be resumed; restore "
-                                      "it, or start a new run") from None
-            if not ((tok_dir / n).is_file() and (tok_dir / n).read_bytes() == data):  # already there: untouched
+                raise CheckpointError(
+                    f"{from_checkpoint / n} is missing: the checkpoint cannot be resumed; restore "
+                    "it, or start a new run"
+                ) from None
+            if not (
+                (tok_dir / n).is_file() and (tok_dir / n).read_bytes() == data
+            ):  # already there: untouched
                 atomic_write_bytes(tok_dir / n, data)
     elif info.is_main:
         tok_dir.mkdir(parents=True, exist_ok=True)
         d = config.data
         if d.shared_vocab:
-            jobs = {"tokenizer": ([s for pair in train_pairs for s in pair], d.vocab_size, d.src_lang)}
+            jobs = {
+                "tokenizer": (
+                    [s for pair in train_pairs for s in pair],
+                    d.vocab_size,
+                    d.src_lang,
+                )
+            }
         else:
-            jobs = {"src_tokenizer": ([s for s, _ in train_pairs], d.vocab_size, d.src_lang),
-                    "tgt_tokenizer": ([t for _, t in train_pairs], d.tgt_vocab_size or d.vocab_size, d.tgt_lang)}
+            jobs = {
+                "src_tokenizer": (
+                    [s for s, _ in train_pairs],
+                    d.vocab_size,
+                    d.src_lang,
+                ),
+                "tgt_tokenizer": (
+                    [t for _, t in train_pairs],
+                    d.tgt_vocab_size or d.vocab_size,
+                    d.tgt_lang,
+                ),
+            }
         for stem, (sentences, size, lang) in jobs.items():
             # scripts without spaces between words get no sentence-initial space marker (see the data chapter)
             try:
-                tok = train_tokenizer(sentences, str(tok_dir / stem), size, add_dummy_prefix=lang not in NO_SPACES)
+                tok = train_tokenizer(
+                    sentences,
+                    str(tok_dir / stem),
+                    size,
+                    add_dummy_prefix=lang not in NO_SPACES,
+                )
             except ValueError as e:  # no sentences at all, too few for the vocabulary, or too many characters
-                setting = "data.tgt_vocab_size" if stem == "tgt_tokenizer" else "data.vocab_size"
-                todo = (f"raise {setting}: the corpus has more distinct characters than that"
-                        if "required_chars" in str(e) else
-                        "check the training files: they hold no sentence" if "no non-empty" in str(e) else
-                        f"lower {setting} or train on more pairs")
-                raise ConfigError(f"the run's {stem.replace('_', ' ')} cannot be trained: {e}; {todo}") from None
+                setting = (
+                    "data.tgt_vocab_size"
+                    if stem == "tgt_tokenizer"
+                    else "data.vocab_size"
+                )
+                todo = (
+                    f"raise {setting}: the corpus has more distinct characters than that"
+                    if "required_chars" in str(e)
+                    else "check the training files: they hold no sentence"
+                    if "no non-empty" in str(e)
+                    else f"lower {setting} or train on more pairs"
+                )
+                raise ConfigError(
+                    f"the run's {stem.replace('_', ' ')} cannot be trained: {e}; {todo}"
+                ) from None
             if Path(tok.model_path).resolve() != (tok_dir / f"{stem}.model").resolve():
                 tok.save(tok_dir / f"{stem}.model")
     if dist.is_available() and dist.is_initialized():
@@ -202,7 +314,10 @@ def cpu_name() -> str:
 
 def cpu_has_bf16_matmul() -> bool | None:
     """Whether this x86 CPU has bf16 matrix instructions (AVX512-BF16 or AMX); None where torch cannot tell."""
-    probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    probes = [
+        getattr(torch.cpu, name, None)
+        for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    ]
     if platform.machine().lower() not in ("x86_64", "amd64") or not all(probes):
         return None
     return any(probe() for probe in probes)
@@ -211,21 +326,33 @@ def cpu_has_bf16_matmul() -> bool | None:
 def _check_model_fits(config: TrainConfig, device: torch.device) -> None:
     """Refuse a [model] this device cannot train, before anything is written: its weights, their gradients and
     Adam's two moments (four float32 copies), with the largest vocabularies the run can get."""
-    check_fits(4 * model_bytes(config.largest_model()), device, "training the model that [model] describes (weights, gradients and "
-               "Adam's two moments)", "model.d_model, model.d_ff, the layer counts, model.max_len or data.vocab_size",
-               ConfigError)
+    check_fits(
+        4 * model_bytes(config.largest_model()),
+        device,
+        "training the model that [model] describes (weights, gradients and "
+        "Adam's two moments)",
+        "model.d_model, model.d_ff, the layer counts, model.max_len or data.vocab_size",
+        ConfigError,
+    )
 
 
 def _check_precision(config: TrainConfig, device: torch.device) -> None:
-    if device.type == "cpu" and config.precision == "bf16" and cpu_has_bf16_matmul() is False:
-        raise ConfigError('precision = "bf16" on a CPU without bf16 matrix instructions (AVX512-BF16 or AMX): '
-                          'its matrix products would run far slower than in float32; set precision = "fp32" '
-                          "in the config")
+    if (
+        device.type == "cpu"
+        and config.precision == "bf16"
+        and cpu_has_bf16_matmul() is False
+    ):
+        raise ConfigError(
+            'precision = "bf16" on a CPU without bf16 matrix instructions (AVX512-BF16 or AMX): '
+            'its matrix products would run far slower than in float32; set precision = "fp32" '
+            "in the config"
+        )
 
 # %% ../../notebooks/95_training_run.ipynb #e0161afc
 @dataclass
 class TrainResult:
     """Where a run ended: its last checkpoint, step and per-epoch history."""
+
     out_dir: Path
     checkpoint: Path | None
     step: int
@@ -262,11 +389,15 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
 def _make_run_folder(out: Path) -> Path | None:
     """Create `out` (and its missing parents); return the topmost folder created, None if `out` existed."""
     if out.is_symlink() and not out.exists():
-        raise ConfigError(f"out_dir={out} is a link to nothing: remove it, or set another out_dir")
+        raise ConfigError(
+            f"out_dir={out} is a link to nothing: remove it, or set another out_dir"
+        )
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out_dir={out} is a file, not a folder: set another out_dir")
     try:
-        return create_folder(out)  # made a moment ago by another run: the lock decides which of the two goes on
+        return create_folder(
+            out
+        )  # made a moment ago by another run: the lock decides which of the two goes on
     except OSError as e:
         raise ConfigError(f"out_dir={out} cannot be created: {e.strerror}") from None
 
@@ -280,8 +411,15 @@ def _lock_holder(folder: Path) -> str:
             fields = line.split()
             if "FLOCK" in fields and inode in fields and "->" not in fields:
                 pid = fields[fields.index(inode) - 1]
-                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                return f"process {pid}" + (f", {command.strip()[:80]}" if command.strip() else "")
+                command = (
+                    Path(f"/proc/{pid}/cmdline")
+                    .read_bytes()
+                    .replace(b"\0", b" ")
+                    .decode(errors="replace")
+                )
+                return f"process {pid}" + (
+                    f", {command.strip()[:80]}" if command.strip() else ""
+                )
     return "another process"
 
 
@@ -295,12 +433,16 @@ def _lock(out: Path) -> int | None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise ConfigError(f"out_dir={out} is in use by another training run ({_lock_holder(out)}): wait for it "
-                          "to end, or set another out_dir") from None
+        raise ConfigError(
+            f"out_dir={out} is in use by another training run ({_lock_holder(out)}): wait for it "
+            "to end, or set another out_dir"
+        ) from None
     except OSError as e:  # NFS emulates flock with a POSIX lock, which a folder opened read-only cannot take
         os.close(fd)
-        print(f"warning: out_dir={out} cannot be locked ({e.strerror}): a second run into it would not be stopped",
-              file=sys.stderr)
+        print(
+            f"warning: out_dir={out} cannot be locked ({e.strerror}): a second run into it would not be stopped",
+            file=sys.stderr,
+        )
         return None
     return fd
 
@@ -325,9 +467,15 @@ def _run_folder(out: Path, info: DistInfo):
     try:
         fd = _lock(out)
         yield
-    except BaseException:  # refused, a bug, or Ctrl-C before the first checkpoint: nothing half-made stays
+    except (
+        BaseException
+    ):  # refused, a bug, or Ctrl-C before the first checkpoint: nothing half-made stays
         if not (out / "checkpoints").exists():
-            made = [created] if created is not None else [out / n for n in ("tokenizer", "metrics.csv") if n not in had]
+            made = (
+                [created]
+                if created is not None
+                else [out / n for n in ("tokenizer", "metrics.csv") if n not in had]
+            )
             for path in made:
                 if path.is_dir():
                     shutil.rmtree(path, ignore_errors=True)
@@ -339,7 +487,9 @@ def _run_folder(out: Path, info: DistInfo):
             os.close(fd)  # releases the lock
 
 
-def _previous_checkpoint(config: TrainConfig, resume: bool, info: DistInfo) -> tuple[Path | None, dict | None]:
+def _previous_checkpoint(
+    config: TrainConfig, resume: bool, info: DistInfo
+) -> tuple[Path | None, dict | None]:
     """The checkpoint a run continues from and its training state; (None, None) for a new run.
 
     Refuses a resume with nothing to resume, a new run into a folder that holds one, and a resume whose config
@@ -347,107 +497,204 @@ def _previous_checkpoint(config: TrainConfig, resume: bool, info: DistInfo) -> t
     """
     out = Path(config.out_dir)
     checkpoints = out / "checkpoints"
-    for name, folder in (("checkpoints", True), ("tokenizer", True), ("metrics.csv", False)):
+    for name, folder in (
+        ("checkpoints", True),
+        ("tokenizer", True),
+        ("metrics.csv", False),
+    ):
         p = out / name
-        if (p.exists() or p.is_symlink()) and (p.is_dir() if folder else p.is_file()) is False:
-            raise ConfigError(f"{p} should be a {'folder' if folder else 'file'} of the run, but is not: move it "
-                              "away, or set another out_dir")
-    previous = resumable_checkpoint(checkpoints) if resume else None  # skips damaged ones
+        if (p.exists() or p.is_symlink()) and (
+            p.is_dir() if folder else p.is_file()
+        ) is False:
+            raise ConfigError(
+                f"{p} should be a {'folder' if folder else 'file'} of the run, but is not: move it "
+                "away, or set another out_dir"
+            )
+    previous = (
+        resumable_checkpoint(checkpoints) if resume else None
+    )  # skips damaged ones
     if resume and previous is None:
-        raise CheckpointNotFoundError(f"nothing to resume: no checkpoint under {checkpoints}; start without --resume")
-    saved = (checkpoints.is_dir() and any(checkpoints.iterdir()))  # tokenizer/ and metrics.csv alone: never saved
-    held = [n for n in ("checkpoints", "tokenizer", "metrics.csv") if (out / n).exists()]
-    others = sorted(p.name for p in out.iterdir() if p.name not in _RUN_FILES) if out.is_dir() else []
+        raise CheckpointNotFoundError(
+            f"nothing to resume: no checkpoint under {checkpoints}; start without --resume"
+        )
+    saved = checkpoints.is_dir() and any(
+        checkpoints.iterdir()
+    )  # tokenizer/ and metrics.csv alone: never saved
+    held = [
+        n for n in ("checkpoints", "tokenizer", "metrics.csv") if (out / n).exists()
+    ]
+    others = (
+        sorted(p.name for p in out.iterdir() if p.name not in _RUN_FILES)
+        if out.is_dir()
+        else []
+    )
     if not resume and others:
-        raise ConfigError(f"out_dir={out} holds files that are not a run's ({', '.join(others[:3])}"
-                          f"{', ...' if len(others) > 3 else ''}): give a new or empty folder")
+        raise ConfigError(
+            f"out_dir={out} holds files that are not a run's ({', '.join(others[:3])}"
+            f"{', ...' if len(others) > 3 else ''}): give a new or empty folder"
+        )
     if not resume and saved:
         latest = _safe_latest(checkpoints)
         where, what = (checkpoints, latest.name) if latest else (out, ", ".join(held))
-        raise RunExistsError(f"{where} already holds a run ({what}): pass --resume to continue it, or set another "
-                             "out_dir")
+        raise RunExistsError(
+            f"{where} already holds a run ({what}): pass --resume to continue it, or set another "
+            "out_dir"
+        )
     if previous is None:
         return None, None
     check_resume_compatible(config, read_train_config(previous))
     state = load_training_state(previous)
     _check_state(state, previous)
     if state["world_size"] != info.world_size:
-        raise ConfigError(f"the checkpoint was written by {state['world_size']} process(es) but this run has "
-                         f"{info.world_size}: resume with the same number, so each sees the same batches")
+        raise ConfigError(
+            f"the checkpoint was written by {state['world_size']} process(es) but this run has "
+            f"{info.world_size}: resume with the same number, so each sees the same batches"
+        )
     return previous, state
 
 
-_RUN_FILES = ("checkpoints", "tokenizer", "metrics.csv", "tensorboard")  # what a run writes into its out_dir
+_RUN_FILES = (
+    "checkpoints",
+    "tokenizer",
+    "metrics.csv",
+    "tensorboard",
+)  # what a run writes into its out_dir
 
 
 def _safe_latest(checkpoints: Path) -> Path | None:
     try:
         return latest_checkpoint(checkpoints)
-    except CheckpointError:  # a pointer that names no folder: the run is there all the same
+    except (
+        CheckpointError
+    ):  # a pointer that names no folder: the run is there all the same
         return None
 
 
-_STATE_TYPES = {"step": int, "epoch": int, "batch": int, "world_size": int, "best_valid_loss": (int, float),
-                "elapsed_s": (int, float), "optimizer": dict, "scheduler": dict, "rng": list}
+_STATE_TYPES = {
+    "step": int,
+    "epoch": int,
+    "batch": int,
+    "world_size": int,
+    "best_valid_loss": (int, float),
+    "elapsed_s": (int, float),
+    "optimizer": dict,
+    "scheduler": dict,
+    "rng": list,
+}
 
 
 def _check_state(state, checkpoint: Path) -> None:
     """Refuse a training state that is JSON but not one a run wrote: a key missing, a number that is text."""
-    wrong = [k for k, t in _STATE_TYPES.items() if not isinstance(state, dict) or k not in state
-             or not isinstance(state[k], t) or isinstance(state[k], bool)]
-    if wrong or not all(isinstance(r, dict) and "cpu" in r for r in state["rng"]) or state["step"] < 0:
-        raise CheckpointError(f"{checkpoint / 'training_state.json'} is damaged ({', '.join(wrong) or 'rng'} missing "
-                              "or of the wrong type): resume from another checkpoint, or start a new run")
+    wrong = [
+        k
+        for k, t in _STATE_TYPES.items()
+        if not isinstance(state, dict)
+        or k not in state
+        or not isinstance(state[k], t)
+        or isinstance(state[k], bool)
+    ]
+    if (
+        wrong
+        or not all(isinstance(r, dict) and "cpu" in r for r in state["rng"])
+        or state["step"] < 0
+    ):
+        raise CheckpointError(
+            f"{checkpoint / 'training_state.json'} is damaged ({', '.join(wrong) or 'rng'} missing "
+            "or of the wrong type): resume from another checkpoint, or start a new run"
+        )
 
 
-def _run_data(config: TrainConfig, info: DistInfo, previous: Path | None, train_pairs, valid_pairs):
+def _run_data(
+    config: TrainConfig, info: DistInfo, previous: Path | None, train_pairs, valid_pairs
+):
     """Tokenizers (trained on the training split only) and token ids of the run's sentence pairs.
 
     Returns the tokenizer files (name inside a checkpoint -> path), both tokenizers and both datasets.
     """
     out, d = Path(config.out_dir), config.data
-    tokenizer_files = _tokenizers_for_run(config, train_pairs, out / "tokenizer", info, previous)
-    src_tok, tgt_tok = load_tokenizers(next(iter(tokenizer_files.values())).parent, shared=d.shared_vocab)
+    tokenizer_files = _tokenizers_for_run(
+        config, train_pairs, out / "tokenizer", info, previous
+    )
+    src_tok, tgt_tok = load_tokenizers(
+        next(iter(tokenizer_files.values())).parent, shared=d.shared_vocab
+    )
     train_set = TranslationDataset(train_pairs, src_tok, tgt_tok, d.max_len)
     valid_set = TranslationDataset(valid_pairs, src_tok, tgt_tok, d.max_len)
-    for split, pairs, dataset in (("training", train_pairs, train_set), ("validation", valid_pairs, valid_set)):
+    for split, pairs, dataset in (
+        ("training", train_pairs, train_set),
+        ("validation", valid_pairs, valid_set),
+    ):
         if len(dataset) == 0:
-            raise ConfigError(f"no {split} pair is left ({len(pairs)} read, every one empty or longer than "
-                              f"data.max_len={d.max_len} tokens): raise data.max_len, or check the corpus")
+            raise ConfigError(
+                f"no {split} pair is left ({len(pairs)} read, every one empty or longer than "
+                f"data.max_len={d.max_len} tokens): raise data.max_len, or check the corpus"
+            )
     return tokenizer_files, src_tok, tgt_tok, train_set, valid_set
 
 
-def _run_model(config: TrainConfig, info: DistInfo, device: torch.device, src_tok, tgt_tok,
-               previous: Path | None, state: dict | None, total_steps: int):
+def _run_model(
+    config: TrainConfig,
+    info: DistInfo,
+    device: torch.device,
+    src_tok,
+    tgt_tok,
+    previous: Path | None,
+    state: dict | None,
+    total_steps: int,
+):
     """Model, optimiser, schedule: fresh, or exactly as the checkpoint left them; and `net`, the model the
     steps run (wrapped for several processes, compiled if the config asks). `total_steps`: the run's last step."""
     o = config.optim
     torch.manual_seed(config.seed)
-    model_config = ModelConfig(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
-                                     pad_id=tgt_tok.pad_id, **config.model)
+    model_config = ModelConfig(
+        src_vocab_size=src_tok.vocab_size,
+        tgt_vocab_size=tgt_tok.vocab_size,
+        pad_id=tgt_tok.pad_id,
+        **config.model,
+    )
     model = build_model(model_config)
     torch.manual_seed(config.seed + 1 + info.rank)  # dropout differs between processes
     if previous is not None:
         load_weights(model, previous / "model.safetensors")
     model.to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
+    optimizer = torch.optim.Adam(
+        model.parameters(),
+        lr=1.0,
+        betas=o.betas,
+        eps=o.eps,
+        weight_decay=o.weight_decay,
+    )
     if o.schedule == "linear":
-        schedule = LinearDecaySchedule(model_config.d_model, o.warmup_steps, total_steps, o.lr_factor)
+        schedule = LinearDecaySchedule(
+            model_config.d_model, o.warmup_steps, total_steps, o.lr_factor
+        )
     else:
-        schedule = InverseSqrtSchedule(model_config.d_model, o.warmup_steps, o.lr_factor)
+        schedule = InverseSqrtSchedule(
+            model_config.d_model, o.warmup_steps, o.lr_factor
+        )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     if state is not None:
         try:
             optimizer.load_state_dict(state["optimizer"])
             scheduler.load_state_dict(state["scheduler"])
             set_rng_state(state["rng"][info.rank], device)
-        except (KeyError, ValueError, TypeError, IndexError, RuntimeError) as e:  # JSON of another shape
-            raise CheckpointError(f"{previous / 'training_state.json'} does not fit this model's optimiser "
-                                  f"({type(e).__name__}: {str(e)[:80]}): resume from another checkpoint, or start "
-                                  "a new run") from None
+        except (
+            KeyError,
+            ValueError,
+            TypeError,
+            IndexError,
+            RuntimeError,
+        ) as e:  # JSON of another shape
+            raise CheckpointError(
+                f"{previous / 'training_state.json'} does not fit this model's optimiser "
+                f"({type(e).__name__}: {str(e)[:80]}): resume from another checkpoint, or start "
+                "a new run"
+            ) from None
     net = model
     if info.world_size > 1:
-        net = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        net = nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
     if config.compile:
         net = torch.compile(net, dynamic=True)
     if device.type == "cuda":
@@ -458,6 +705,7 @@ def _run_model(config: TrainConfig, info: DistInfo, device: torch.device, src_to
 @dataclass(kw_only=True)
 class _Run:
     """What the steps of one training run share: its pieces (set once, by keyword), and the counters they move on."""
+
     config: TrainConfig
     info: DistInfo
     device: torch.device
@@ -480,14 +728,18 @@ class _Run:
     saved_at: Path | None = None
     saved_step: int = -1
     epoch_loss: float = 0.0  # this epoch's sum of loss x tokens over its steps so far
-    epoch_tokens: float = 0.0  # and of their target tokens: their ratio is the epoch's training loss
+    epoch_tokens: float = (
+        0.0  # and of their target tokens: their ratio is the epoch's training loss
+    )
 
     @property
     def checkpoints(self) -> Path:
         return Path(self.config.out_dir) / "checkpoints"
 
 
-def _save(run: _Run, next_epoch: int, next_batch: int, valid_loss: float | None = None) -> Path:
+def _save(
+    run: _Run, next_epoch: int, next_batch: int, valid_loss: float | None = None
+) -> Path:
     """Write the checkpoint of `run.step` (process 0), move the `latest` and `best` pointers, prune old ones."""
     rng = gather_rng_states(run.device, run.info)
     is_best = valid_loss is not None and valid_loss < run.best
@@ -495,13 +747,27 @@ def _save(run: _Run, next_epoch: int, next_batch: int, valid_loss: float | None 
         run.best = valid_loss
     path = run.checkpoints / f"step-{run.step:08d}"
     if run.info.is_main:
-        payload = {"format": 1, "step": run.step, "epoch": next_epoch, "batch": next_batch,
-                   "world_size": run.info.world_size, "best_valid_loss": run.best,
-                   "elapsed_s": time.perf_counter() - run.t0, "epoch_sums": [run.epoch_loss, run.epoch_tokens],
-                   "optimizer": run.optimizer.state_dict(),
-                   "scheduler": run.scheduler.state_dict(), "rng": rng, "torch_version": torch.__version__}
-        save_checkpoint(path, model=run.model, train_config=run.config, tokenizer_files=run.tokenizer_files,
-                        state=payload)
+        payload = {
+            "format": 1,
+            "step": run.step,
+            "epoch": next_epoch,
+            "batch": next_batch,
+            "world_size": run.info.world_size,
+            "best_valid_loss": run.best,
+            "elapsed_s": time.perf_counter() - run.t0,
+            "epoch_sums": [run.epoch_loss, run.epoch_tokens],
+            "optimizer": run.optimizer.state_dict(),
+            "scheduler": run.scheduler.state_dict(),
+            "rng": rng,
+            "torch_version": torch.__version__,
+        }
+        save_checkpoint(
+            path,
+            model=run.model,
+            train_config=run.config,
+            tokenizer_files=run.tokenizer_files,
+            state=payload,
+        )
         if is_best:
             atomic_write_text(run.checkpoints / "best", path.name)
         atomic_write_text(run.checkpoints / "latest", path.name)
@@ -515,104 +781,232 @@ def _step(run: _Run, num_tokens: int, batch, b: int) -> tuple[StepStats, float]:
     """One logged optimiser step, and its tokens per second; a NaN stops the run naming the last good checkpoint."""
     o, tick = run.config.optim, time.perf_counter()
     try:
-        s = train_step(run.net, batch, run.optimizer, run.scheduler, num_tokens=num_tokens, pad_id=run.pad_id,
-                       label_smoothing=o.label_smoothing, clip_grad_norm=o.clip_grad_norm, autocast_dtype=run.amp)
+        s = train_step(
+            run.net,
+            batch,
+            run.optimizer,
+            run.scheduler,
+            num_tokens=num_tokens,
+            pad_id=run.pad_id,
+            label_smoothing=o.label_smoothing,
+            clip_grad_norm=o.clip_grad_norm,
+            autocast_dtype=run.amp,
+        )
     except NonFiniteLossError as e:
         raise NonFiniteLossError(
             f"training stopped at step {run.step + 1} (epoch {run.epoch + 1}, batch {b}): {e}. The step was not "
             f"applied and no checkpoint was written after it; the last good one is "
             f"{run.saved_at or 'none (no checkpoint yet)'}. Lower optim.lr_factor, raise optim.warmup_steps, raise "
             f"optim.eps or check the data, then "
-            f"{'--resume' if run.saved_at else 'start again in a new out_dir'}.") from None
+            f"{'--resume' if run.saved_at else 'start again in a new out_dir'}."
+        ) from None
     run.step += 1
     tok_s = s.tokens / max(time.perf_counter() - tick, 1e-9)
     if run.log is not None:
-        run.log.log("step", run.step, epoch=run.epoch + 1, loss=s.loss, nll=s.nll, lr=s.lr, grad_norm=s.grad_norm,
-                    tokens=s.tokens, tokens_per_s=tok_s, elapsed_s=time.perf_counter() - run.t0)
+        run.log.log(
+            "step",
+            run.step,
+            epoch=run.epoch + 1,
+            loss=s.loss,
+            nll=s.nll,
+            lr=s.lr,
+            grad_norm=s.grad_norm,
+            tokens=s.tokens,
+            tokens_per_s=tok_s,
+            elapsed_s=time.perf_counter() - run.t0,
+        )
     return s, tok_s
 
 
-def _end_epoch(run: _Run, valid_batches: list, train_loss: float, finished: bool, b: int) -> None:
+def _end_epoch(
+    run: _Run, valid_batches: list, train_loss: float, finished: bool, b: int
+) -> None:
     """Validate, log the epoch's row, checkpoint, and move the counters to where the next epoch starts."""
     o = run.config.optim
-    valid = validation_metrics(run.model, (collate([run.valid_set[i] for i in idx], run.pad_id).to(run.device)
-                                           for idx in valid_batches),
-                               label_smoothing=o.label_smoothing, pad_id=run.pad_id, autocast_dtype=run.amp)
-    row = {"epoch": run.epoch + 1, "step": run.step, "loss": train_loss, **{f"valid_{k}": v for k, v in valid.items()}}
+    valid = validation_metrics(
+        run.model,
+        (
+            collate([run.valid_set[i] for i in idx], run.pad_id).to(run.device)
+            for idx in valid_batches
+        ),
+        label_smoothing=o.label_smoothing,
+        pad_id=run.pad_id,
+        autocast_dtype=run.amp,
+    )
+    row = {
+        "epoch": run.epoch + 1,
+        "step": run.step,
+        "loss": train_loss,
+        **{f"valid_{k}": v for k, v in valid.items()},
+    }
     run.history.append(row)
     if run.log is not None:
-        run.log.log("epoch", run.step, **{k: v for k, v in row.items() if k != "step"},
-                    elapsed_s=time.perf_counter() - run.t0)
+        run.log.log(
+            "epoch",
+            run.step,
+            **{k: v for k, v in row.items() if k != "step"},
+            elapsed_s=time.perf_counter() - run.t0,
+        )
     if finished:  # the next epoch starts its sums afresh; a checkpoint of a finished epoch stores them empty
         run.epoch_loss = run.epoch_tokens = 0.0
-    if run.step != run.saved_step:  # nothing new to save right after resuming a finished epoch
-        run.saved_at = _save(run, run.epoch + 1 if finished else run.epoch, 0 if finished else b + 1, valid["loss"])
+    if (
+        run.step != run.saved_step
+    ):  # nothing new to save right after resuming a finished epoch
+        run.saved_at = _save(
+            run,
+            run.epoch + 1 if finished else run.epoch,
+            0 if finished else b + 1,
+            valid["loss"],
+        )
         run.saved_step = run.step
     run.epoch, run.start_batch = (run.epoch + 1, 0) if finished else (run.epoch, b + 1)
 
 
-def _train_epoch(run: _Run, sampler: TokenBudgetBatchSampler, valid_batches: list) -> bool:
+def _train_epoch(
+    run: _Run, sampler: TokenBudgetBatchSampler, valid_batches: list
+) -> bool:
     """One epoch (or its rest, after a resume) and its validation; True when `optim.max_steps` is reached."""
     config, o = run.config, run.config.optim
     sampler.set_epoch(run.epoch)
     order = list(sampler)
-    bar = tqdm(total=len(order), initial=run.start_batch, desc=f"epoch {run.epoch + 1}/{o.epochs}",
-               disable=not (config.progress and run.info.is_main), dynamic_ncols=True)
+    bar = tqdm(
+        total=len(order),
+        initial=run.start_batch,
+        desc=f"epoch {run.epoch + 1}/{o.epochs}",
+        disable=not (config.progress and run.info.is_main),
+        dynamic_ncols=True,
+    )
     if run.start_batch == 0:
         run.epoch_loss = run.epoch_tokens = 0.0
     b, done = run.start_batch, False
-    for b, idx in enumerate(order[run.start_batch:], start=run.start_batch):
+    for b, idx in enumerate(order[run.start_batch :], start=run.start_batch):
         batch = collate([run.train_set[i] for i in idx], run.pad_id)
         s, tok_s = _step(run, batch.num_tgt_tokens, batch.to(run.device), b)
-        run.epoch_loss, run.epoch_tokens = run.epoch_loss + s.loss * s.tokens, run.epoch_tokens + s.tokens
+        run.epoch_loss, run.epoch_tokens = (
+            run.epoch_loss + s.loss * s.tokens,
+            run.epoch_tokens + s.tokens,
+        )
         bar.update(1)
         if run.step % config.log_every == 0:
-            bar.set_postfix(loss=f"{s.loss:.3f}", lr=f"{s.lr:.2e}", tok_s=f"{tok_s:.0f}")
+            bar.set_postfix(
+                loss=f"{s.loss:.3f}", lr=f"{s.lr:.2e}", tok_s=f"{tok_s:.0f}"
+            )
         done = bool(o.max_steps and run.step >= o.max_steps)
         if done:
             break
-        if config.save_every and run.step % config.save_every == 0 and b + 1 < len(order):
+        if (
+            config.save_every
+            and run.step % config.save_every == 0
+            and b + 1 < len(order)
+        ):
             run.saved_at, run.saved_step = _save(run, run.epoch, b + 1), run.step
     bar.close()
-    _end_epoch(run, valid_batches, run.epoch_loss / max(run.epoch_tokens, 1.0), not done or b + 1 == len(order), b)
+    _end_epoch(
+        run,
+        valid_batches,
+        run.epoch_loss / max(run.epoch_tokens, 1.0),
+        not done or b + 1 == len(order),
+        b,
+    )
     return done
 
 
-def _start_run(config: TrainConfig, resume: bool, info: DistInfo, device: torch.device, pairs) -> tuple:
+def _start_run(
+    config: TrainConfig, resume: bool, info: DistInfo, device: torch.device, pairs
+) -> tuple:
     """What the run continues from, its data, model and counters: (`_Run`, batch sampler, validation batches)."""
     previous, state = _previous_checkpoint(config, resume, info)
     out, o = Path(config.out_dir), config.optim
-    tokenizer_files, src_tok, tgt_tok, train_set, valid_set = _run_data(config, info, previous, *pairs)
-    sampler = TokenBudgetBatchSampler(train_set.lengths, o.max_tokens, shuffle=True, seed=config.seed,
-                                      num_replicas=info.world_size, rank=info.rank)
-    valid_batches = list(TokenBudgetBatchSampler(valid_set.lengths, o.max_tokens, shuffle=False))
-    total_steps = min(o.epochs * len(sampler), o.max_steps) if o.max_steps else o.epochs * len(sampler)
+    tokenizer_files, src_tok, tgt_tok, train_set, valid_set = _run_data(
+        config, info, previous, *pairs
+    )
+    sampler = TokenBudgetBatchSampler(
+        train_set.lengths,
+        o.max_tokens,
+        shuffle=True,
+        seed=config.seed,
+        num_replicas=info.world_size,
+        rank=info.rank,
+    )
+    valid_batches = list(
+        TokenBudgetBatchSampler(valid_set.lengths, o.max_tokens, shuffle=False)
+    )
+    total_steps = (
+        min(o.epochs * len(sampler), o.max_steps)
+        if o.max_steps
+        else o.epochs * len(sampler)
+    )
     if o.schedule == "linear" and o.warmup_steps >= total_steps:
-        raise ConfigError(f"optim.warmup_steps={o.warmup_steps} leaves nothing to decay: this run has {total_steps} "
-                          "steps; lower warmup_steps or train longer")
-    model, net, optimizer, scheduler = _run_model(config, info, device, src_tok, tgt_tok, previous, state, total_steps)
-    use_bf16 = config.precision == "bf16" or (config.precision == "auto" and device.type == "cuda")
-    run = _Run(config=config, info=info, device=device, tokenizer_files=tokenizer_files, train_set=train_set,
-               valid_set=valid_set, pad_id=tgt_tok.pad_id, model=model, net=net, optimizer=optimizer,
-               scheduler=scheduler, amp=torch.bfloat16 if use_bf16 else None, saved_at=previous)
+        raise ConfigError(
+            f"optim.warmup_steps={o.warmup_steps} leaves nothing to decay: this run has {total_steps} "
+            "steps; lower warmup_steps or train longer"
+        )
+    model, net, optimizer, scheduler = _run_model(
+        config, info, device, src_tok, tgt_tok, previous, state, total_steps
+    )
+    use_bf16 = config.precision == "bf16" or (
+        config.precision == "auto" and device.type == "cuda"
+    )
+    run = _Run(
+        config=config,
+        info=info,
+        device=device,
+        tokenizer_files=tokenizer_files,
+        train_set=train_set,
+        valid_set=valid_set,
+        pad_id=tgt_tok.pad_id,
+        model=model,
+        net=net,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        amp=torch.bfloat16 if use_bf16 else None,
+        saved_at=previous,
+    )
     elapsed0 = 0.0
     if state is not None:
-        run.step, run.epoch, run.start_batch = state["step"], state["epoch"], state["batch"]
+        run.step, run.epoch, run.start_batch = (
+            state["step"],
+            state["epoch"],
+            state["batch"],
+        )
         run.best, elapsed0 = state["best_valid_loss"], state["elapsed_s"]
         # the interrupted epoch's running sums, so that its row in metrics.csv is the uninterrupted run's
         # (a checkpoint written before they were kept: the sums of its step rows in metrics.csv)
-        run.epoch_loss, run.epoch_tokens = state.get("epoch_sums") or epoch_sums(out, run.epoch + 1, run.step)
+        run.epoch_loss, run.epoch_tokens = state.get("epoch_sums") or epoch_sums(
+            out, run.epoch + 1, run.step
+        )
     run.saved_step = run.step if previous is not None else -1
     if info.is_main:
-        run.log = MetricsLog(out, resume_step=run.step if resume else None, tensorboard=config.tensorboard,
-                             mid_epoch=run.start_batch > 0)
-        run.history = [{k: r[k] for k in ("epoch", "step", "loss", "valid_loss", "valid_nll", "valid_ppl", "valid_acc")
-                        if k in r} for r in read_metrics(out) if r["kind"] == "epoch"]
+        run.log = MetricsLog(
+            out,
+            resume_step=run.step if resume else None,
+            tensorboard=config.tensorboard,
+            mid_epoch=run.start_batch > 0,
+        )
+        run.history = [
+            {
+                k: r[k]
+                for k in (
+                    "epoch",
+                    "step",
+                    "loss",
+                    "valid_loss",
+                    "valid_nll",
+                    "valid_ppl",
+                    "valid_acc",
+                )
+                if k in r
+            }
+            for r in read_metrics(out)
+            if r["kind"] == "epoch"
+        ]
     run.t0 = time.perf_counter() - elapsed0
     return run, sampler, valid_batches
 
 
-def _train(config: TrainConfig, resume: bool, info: DistInfo, device: torch.device) -> TrainResult:
+def _train(
+    config: TrainConfig, resume: bool, info: DistInfo, device: torch.device
+) -> TrainResult:
     """The run in named steps: the sentence pairs read (before anything is written), the run's folder locked, what
     the run continues from, data, model, then epochs until done."""
     pairs = load_pairs(config.data, "train"), load_pairs(config.data, "valid")
@@ -625,4 +1019,6 @@ def _train(config: TrainConfig, resume: bool, info: DistInfo, device: torch.devi
         finally:
             if run.log is not None:
                 run.log.close()
-    return TrainResult(Path(config.out_dir), run.saved_at, run.step, run.epoch, run.history)
+    return TrainResult(
+        Path(config.out_dir), run.saved_at, run.step, run.epoch, run.history
+    )

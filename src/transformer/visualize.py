@@ -18,8 +18,11 @@ from .multihead import MultiHeadAttention
 from .tokenizer import BOS_ID
 
 KINDS = ("encoder", "decoder", "cross")
-KIND_NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention (causal)",
-              "cross": "cross-attention"}
+KIND_NAMES = {
+    "encoder": "encoder self-attention",
+    "decoder": "decoder self-attention (causal)",
+    "cross": "cross-attention",
+}
 
 
 @contextlib.contextmanager
@@ -42,7 +45,9 @@ def attention_module(model, kind: str, layer: int) -> MultiHeadAttention:
         raise ValueError(f"unknown kind {kind!r}: choose one of {', '.join(KINDS)}")
     layers = model.encoder.layers if kind == "encoder" else model.decoder.layers
     if not 0 <= layer < len(layers):
-        raise ValueError(f"layer {layer} does not exist: this model has layers 0 to {len(layers) - 1}")
+        raise ValueError(
+            f"layer {layer} does not exist: this model has layers 0 to {len(layers) - 1}"
+        )
     return layers[layer].cross_attn if kind == "cross" else layers[layer].self_attn
 
 
@@ -56,9 +61,21 @@ def attention_weights(model, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
     model.eval()
     with keeping_weights(model):
         model(src, tgt_in)
-        return {kind: torch.stack([attention_module(model, kind, i).last_weights
-                                   for i in range(len(model.decoder.layers if kind != "encoder" else model.encoder.layers))])
-                for kind in KINDS}
+        return {
+            kind: torch.stack(
+                [
+                    attention_module(model, kind, i).last_weights
+                    for i in range(
+                        len(
+                            model.decoder.layers
+                            if kind != "encoder"
+                            else model.encoder.layers
+                        )
+                    )
+                ]
+            )
+            for kind in KINDS
+        }
 
 # %% ../../notebooks/14_seeing_attention.ipynb #1bb9cde9
 @dataclass
@@ -68,6 +85,7 @@ class AttentionMaps:
     encoder (N, h, S, S), decoder (N, h, T, T), cross (N, h, T, S): [layer, head, query, key].
     `target` holds the decoder's T inputs: "<s>" and the output pieces (the row of input t predicts piece t + 1).
     """
+
     sentence: str
     translation: str
     source: list[str]
@@ -89,23 +107,49 @@ class AttentionMaps:
         return getattr(self, kind)
 
 
-def attention_maps(checkpoint, sentence: str, translation: str | None = None, *,
-                   beam_size: int | None = None) -> AttentionMaps:
+def attention_maps(
+    checkpoint,
+    sentence: str,
+    translation: str | None = None,
+    *,
+    beam_size: int | None = None,
+) -> AttentionMaps:
     """Translate `sentence` (unless `translation` is given) and return all attention weights with their labels."""
-    model, src_tok, tgt_tok = checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer
-    src_ids = src_tok.encode(sentence.strip())[:model.config.max_len]
+    model, src_tok, tgt_tok = (
+        checkpoint.model,
+        checkpoint.src_tokenizer,
+        checkpoint.tgt_tokenizer,
+    )
+    src_ids = src_tok.encode(sentence.strip())[: model.config.max_len]
     if not src_ids:
         raise ValueError("the sentence is empty: give at least one word")
     if translation is None:
         translation = translate(checkpoint, [sentence], beam_size=beam_size)[0]
-    tgt_ids = [BOS_ID] + tgt_tok.encode(translation)[:model.config.max_len - 1]
-    w = attention_weights(model, torch.tensor([src_ids]), torch.tensor([tgt_ids]))  # batch of one
-    return AttentionMaps(sentence, translation, [src_tok.id_to_piece(i) for i in src_ids],
-                         [tgt_tok.id_to_piece(i) for i in tgt_ids], w["encoder"][:, 0], w["decoder"][:, 0], w["cross"][:, 0])
+    tgt_ids = [BOS_ID] + tgt_tok.encode(translation)[: model.config.max_len - 1]
+    w = attention_weights(
+        model, torch.tensor([src_ids]), torch.tensor([tgt_ids])
+    )  # batch of one
+    return AttentionMaps(
+        sentence,
+        translation,
+        [src_tok.id_to_piece(i) for i in src_ids],
+        [tgt_tok.id_to_piece(i) for i in tgt_ids],
+        w["encoder"][:, 0],
+        w["decoder"][:, 0],
+        w["cross"][:, 0],
+    )
 
 # %% ../../notebooks/14_seeing_attention.ipynb #4730378d
-def plot_attention(maps: AttentionMaps, kind: str, layer: int | None = None, head: int | None = None, *,
-                   cell: float = 0.22, fontsize: float = 7, fig=None):
+def plot_attention(
+    maps: AttentionMaps,
+    kind: str,
+    layer: int | None = None,
+    head: int | None = None,
+    *,
+    cell: float = 0.22,
+    fontsize: float = 7,
+    fig=None,
+):
     """Heatmaps of one kind of attention: one (layer, head), or the grid of all N x h maps when both are None.
 
     Rows are queries, columns keys, both labelled with pieces; darker means more weight. Returns the Figure.
@@ -115,15 +159,20 @@ def plot_attention(maps: AttentionMaps, kind: str, layer: int | None = None, hea
     weights = maps.weights(kind)  # (N, h, queries, keys)
     queries, keys = maps.labels(kind)
     N, h = weights.shape[:2]
-    grid = [(i, j) for i in range(N) for j in range(h)] if layer is None and head is None else \
-        [(layer if layer is not None else 0, head if head is not None else 0)]
+    grid = (
+        [(i, j) for i in range(N) for j in range(h)]
+        if layer is None and head is None
+        else [(layer if layer is not None else 0, head if head is not None else 0)]
+    )
     rows, cols = (N, h) if len(grid) > 1 else (1, 1)
     size = (1.2 + cell * len(keys), 1.0 + cell * len(queries))
     if fig is None:
         fig = plt.figure(figsize=(size[0] * cols, size[1] * rows))
     axes = fig.subplots(rows, cols, squeeze=False)
     for ax, (i, j) in zip(axes.flat, grid):
-        ax.imshow(weights[i, j].numpy(), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.imshow(
+            weights[i, j].numpy(), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto"
+        )
         ax.set_title(f"layer {i}, head {j}", fontsize=fontsize + 1)
         ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=fontsize)
         ax.set_yticks(range(len(queries)), queries, fontsize=fontsize)
@@ -137,9 +186,13 @@ def zeroed_head(model, kind: str, layer: int, head: int):
     """Inside the block, head `head` of one attention block outputs zeros (its D_h slice before W^O)."""
     attn = attention_module(model, kind, layer)
     if not 0 <= head < attn.num_heads:
-        raise ValueError(f"head {head} does not exist: this model has heads 0 to {attn.num_heads - 1}")
+        raise ValueError(
+            f"head {head} does not exist: this model has heads 0 to {attn.num_heads - 1}"
+        )
     keep = torch.ones(attn.d_model)
-    keep[head * attn.d_head:(head + 1) * attn.d_head] = 0.0  # (D,): the concatenation [H_1, ..., H_h]
+    keep[head * attn.d_head : (head + 1) * attn.d_head] = (
+        0.0  # (D,): the concatenation [H_1, ..., H_h]
+    )
 
     def hook(module, args):
         return (args[0] * keep,) + tuple(args[1:])  # (B, T, D) with head's slice zeroed
@@ -151,15 +204,25 @@ def zeroed_head(model, kind: str, layer: int, head: int):
         handle.remove()
 
 
-def ablation_bleu(checkpoint, sources, references, kind: str | None = None, layer: int = 0, head: int = 0, *,
-                  beam_size: int = 1) -> float:
+def ablation_bleu(
+    checkpoint,
+    sources,
+    references,
+    kind: str | None = None,
+    layer: int = 0,
+    head: int = 0,
+    *,
+    beam_size: int = 1,
+) -> float:
     """Corpus BLEU of the checkpoint on (sources, references) with one head zeroed (none when kind is None)."""
     from transformer.evaluation import corpus_bleu
 
     with contextlib.ExitStack() as stack:
         if kind is not None:
             stack.enter_context(zeroed_head(checkpoint.model, kind, layer, head))
-        return corpus_bleu(translate(checkpoint, sources, beam_size=beam_size), references).score
+        return corpus_bleu(
+            translate(checkpoint, sources, beam_size=beam_size), references
+        ).score
 
 # %% ../../notebooks/14_seeing_attention.ipynb #8a799f72
 def _png(maps: AttentionMaps, kind: str, layer: int, head: int, dpi: int) -> bytes:
@@ -188,14 +251,22 @@ def attention_explorer(checkpoint, sentences, *, dpi: int = 96):
 
     model = checkpoint.model
     N, h = len(model.encoder.layers), model.config.num_heads
-    sentence = W.Dropdown(options=[], description="sentence", layout=W.Layout(width="95%"))
-    kind = W.Dropdown(options=[(KIND_NAMES[k], i) for i, k in enumerate(KINDS)], value=0, description="kind")
+    sentence = W.Dropdown(
+        options=[], description="sentence", layout=W.Layout(width="95%")
+    )
+    kind = W.Dropdown(
+        options=[(KIND_NAMES[k], i) for i, k in enumerate(KINDS)],
+        value=0,
+        description="kind",
+    )
     layer = W.Dropdown(options=list(range(N)), value=0, description="layer")
     head = W.Dropdown(options=list(range(h)), value=0, description="head")
     pictures = W.Stack([], selected_index=None)
     captions = W.Stack([], selected_index=None)
-    links = [W.jslink((sentence, "index"), (pictures, "selected_index")),
-             W.jslink((sentence, "index"), (captions, "selected_index"))]
+    links = [
+        W.jslink((sentence, "index"), (pictures, "selected_index")),
+        W.jslink((sentence, "index"), (captions, "selected_index")),
+    ]
 
     def linked_stack(children, control):
         stack = W.Stack(children, selected_index=control.index)
@@ -204,21 +275,50 @@ def attention_explorer(checkpoint, sentences, *, dpi: int = 96):
 
     def add(text: str) -> None:
         maps = attention_maps(checkpoint, text)
-        per_kind = [linked_stack([linked_stack([W.Image(value=_png(maps, k, i, j, dpi), format="png")
-                                                for j in range(h)], head) for i in range(N)], layer) for k in KINDS]
+        per_kind = [
+            linked_stack(
+                [
+                    linked_stack(
+                        [
+                            W.Image(value=_png(maps, k, i, j, dpi), format="png")
+                            for j in range(h)
+                        ],
+                        head,
+                    )
+                    for i in range(N)
+                ],
+                layer,
+            )
+            for k in KINDS
+        ]
         pictures.children += (linked_stack(per_kind, kind),)
-        sentence_html, translation_html = html.escape(maps.sentence), html.escape(maps.translation)  # "<", "&" are text
+        sentence_html, translation_html = (
+            html.escape(maps.sentence),
+            html.escape(maps.translation),
+        )  # "<", "&" are text
         captions.children += (W.HTML(f"<b>{sentence_html}</b> → {translation_html}"),)
-        sentence.options = list(sentence.options) + [(text if len(text) < 70 else text[:67] + "...",
-                                                      len(sentence.options))]
+        sentence.options = list(sentence.options) + [
+            (text if len(text) < 70 else text[:67] + "...", len(sentence.options))
+        ]
         sentence.index = len(sentence.options) - 1
 
-    own = W.Text(placeholder="your own German sentence (needs a running kernel)", layout=W.Layout(width="60%"))
+    own = W.Text(
+        placeholder="your own German sentence (needs a running kernel)",
+        layout=W.Layout(width="60%"),
+    )
     button = W.Button(description="translate and add")
     button.on_click(lambda _: own.value.strip() and add(own.value.strip()))
     for text in sentences:
         add(text)
     sentence.index = 0
-    box = W.VBox([sentence, W.HBox([kind, layer, head]), captions, pictures, W.HBox([own, button])])
+    box = W.VBox(
+        [
+            sentence,
+            W.HBox([kind, layer, head]),
+            captions,
+            pictures,
+            W.HBox([own, button]),
+        ]
+    )
     box._links = links  # keep the links alive as long as the explorer
     return box
