@@ -1,4 +1,5 @@
-"""Shared test fixtures: where the real corpora are, a quiet torch, and the built book in a browser."""
+"""Shared test fixtures: where the real corpora are, a quiet torch, a tiny training run, and the built book in
+a browser."""
 
 import functools
 import http.server
@@ -32,6 +33,41 @@ def course_data() -> Path:
         f"{COURSE_DATA} is incomplete: restore it with `git checkout -- data/`"
     )
     return COURSE_DATA
+
+
+def _tiny_train_config(tmp_path: Path, name: str = "run", **changes):
+    """configs/tiny.toml on the CPU, quiet, writing under tmp_path; `optim__epochs=3` sets optim.epochs."""
+    from transformer.config import TrainConfig
+
+    config = TrainConfig.from_toml(ROOT / "configs" / "tiny.toml")
+    config.out_dir, config.device = str(tmp_path / name), "cpu"
+    config.progress = config.tensorboard = False
+    for key, value in changes.items():
+        section, _, field = key.rpartition("__")
+        target = getattr(config, section) if section else config
+        if isinstance(target, dict):
+            target[field] = value
+        else:
+            setattr(target, field, value)
+    config.validate()
+    return config
+
+
+@pytest.fixture(scope="session")
+def tiny_train_config():
+    """The function `tiny_train_config(tmp_path, name="run", **changes)`: a TrainConfig of configs/tiny.toml."""
+    return _tiny_train_config
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, course_data) -> Path:
+    """A run folder of configs/tiny.toml (seconds to train): checkpoints/step-*, latest, best, metrics.csv.
+    One per test module, so that no module sees what another did to it."""
+    from transformer.train import train
+
+    config = _tiny_train_config(tmp_path_factory.mktemp("tiny-run"))
+    train(config)
+    return Path(config.out_dir)
 
 
 OFFLINE_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens, every connection through it is refused

@@ -59,17 +59,6 @@ SENTENCE = "Ein Hund läuft."
 # ---------------------------------------------------------------- fixtures and helpers
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory, course_data) -> Path:
-    """A run folder of configs/tiny.toml: checkpoints/step-*, latest, best, metrics.csv."""
-    from test_train import tiny
-    from transformer.train import train
-
-    config = tiny(tmp_path_factory.mktemp("bad-inputs"))
-    train(config)
-    return Path(config.out_dir)
-
-
 def latest(run: Path) -> Path:
     return run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
 
@@ -1909,16 +1898,15 @@ def test_export_onnx_replaces_a_folder_whole_only_when_asked_and_says_so_when_it
 
 
 def test_what_the_package_writes_gets_the_umask_s_permissions_not_private_ones(
-    tiny_run, tmp_path, monkeypatch, capsys
+    tiny_train_config, tiny_run, tmp_path, monkeypatch, capsys
 ):
     """Temporary files and folders are private (0600, 0700); renamed into place they keep that mode unless it is
     set: a checkpoint, metrics.csv, an export or an evaluation served by another user could not be read."""
     old = os.umask(0o022)
     try:
         from transformer.train import train
-        from test_train import tiny
 
-        result = train(tiny(tmp_path, "run", optim__max_steps=3))
+        result = train(tiny_train_config(tmp_path, "run", optim__max_steps=3))
         assert (
             run_main(
                 [
@@ -2468,18 +2456,17 @@ def test_ctrl_c_during_training_ends_with_one_line_and_the_run_resumes(
 
 
 def test_a_run_killed_before_its_first_checkpoint_leaves_a_folder_a_new_run_can_start_in(
-    tmp_path, course_data
+    tiny_train_config, tmp_path, course_data
 ):
     """SIGTERM or a power cut before the first checkpoint leaves tokenizer/ and metrics.csv and no checkpoint:
     --resume has nothing to resume, so a new run must be allowed to start over them."""
     from transformer.train import train
-    from test_train import tiny
 
     out = tmp_path / "run"
     (out / "tokenizer").mkdir(parents=True)
     (out / "tokenizer" / "tokenizer.model").write_bytes(b"half")
     (out / "metrics.csv").write_text("kind,step\nstep,1\n")
-    result = train(tiny(tmp_path, "run", optim__max_steps=3))
+    result = train(tiny_train_config(tmp_path, "run", optim__max_steps=3))
     assert (
         result.step == 3
         and len([r for r in read_metrics(out) if r["kind"] == "step"]) == 3

@@ -42,17 +42,6 @@ def one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> None
         assert fragment in err, err
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory, course_data) -> Path:
-    """A run directory of configs/tiny.toml (seconds to train)."""
-    from test_train import tiny
-    from transformer.train import train
-
-    config = tiny(tmp_path_factory.mktemp("cli"))
-    train(config)
-    return Path(config.out_dir)
-
-
 def test_read_lines_keeps_empty_lines_and_refuses_bytes_that_are_not_utf8():
     assert read_input_lines(b"a\n\nb\n") == ["a", "", "b"]
     assert read_input_lines(b"a\r\nb") == ["a", "b"]

@@ -236,14 +236,10 @@ def test_a_tiny_vocabulary_smaller_than_twice_the_beam_still_works():
 
 
 @pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory, course_data):
-    from test_train import tiny
+def tiny_checkpoint(tiny_run):
     from transformer.checkpoints import load_checkpoint
-    from transformer.train import train
 
-    config = tiny(tmp_path_factory.mktemp("tiny"))
-    train(config)
-    return load_checkpoint(config.out_dir)
+    return load_checkpoint(tiny_run)
 
 
 def test_translate_keeps_the_order_and_gives_empty_lines_empty_outputs(tiny_checkpoint):

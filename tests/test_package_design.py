@@ -16,7 +16,9 @@ MODULES = {
     p.stem: ast.parse(p.read_text(encoding="utf-8"))
     for p in sorted(PACKAGE.glob("*.py"))
 }
-LONGEST = 60  # lines of a function, its docstring not counted ("no function over about 60 lines")
+LONGEST = (
+    50  # lines of a function as ruff formats it (88 columns), its docstring not counted
+)
 LONGEST_TRAINING_STEP = 50  # the named steps of `train` ("none over about 50 lines")
 
 
@@ -80,7 +82,7 @@ def package_imports(tree: ast.Module) -> set[str]:
     return found & set(MODULES)
 
 
-def test_no_function_is_longer_than_about_60_lines():
+def test_no_function_is_longer_than_50_lines():
     long = {
         f"{m}.{fn.name}": code_lines(fn)
         for m, tree in MODULES.items()

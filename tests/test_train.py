@@ -48,26 +48,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.toml"
 
 
-def tiny(tmp_path: Path, name: str = "run", **changes) -> TrainConfig:
-    """configs/tiny.toml on the CPU, quiet, writing under tmp_path; `optim__epochs=3` sets optim.epochs."""
-    config = TrainConfig.from_toml(TINY)
-    config.out_dir, config.device, config.progress, config.tensorboard = (
-        str(tmp_path / name),
-        "cpu",
-        False,
-        False,
-    )
-    for key, value in changes.items():
-        section, _, field = key.rpartition("__")
-        target = getattr(config, section) if section else config
-        if isinstance(target, dict):
-            target[field] = value
-        else:
-            setattr(target, field, value)
-    config.validate()
-    return config
-
-
 def weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return load_file(
         str(latest_checkpoint(Path(run_dir) / "checkpoints") / "model.safetensors")
@@ -156,9 +136,9 @@ def test_linear_schedule_shares_the_warm_up_and_peak_then_falls_in_a_line_to_alm
 
 
 def test_a_linear_schedule_run_ends_near_zero_and_may_not_change_its_length_on_resume(
-    tmp_path, course_data
+    tiny_train_config, tmp_path, course_data
 ):
-    config = tiny(
+    config = tiny_train_config(
         tmp_path, optim__schedule="linear", optim__warmup_steps=3, optim__epochs=2
     )
     result = train(config)
@@ -173,7 +153,7 @@ def test_a_linear_schedule_run_ends_near_zero_and_may_not_change_its_length_on_r
         train(longer, resume=True)
     with pytest.raises(ValueError, match="leaves nothing to decay"):
         train(
-            tiny(
+            tiny_train_config(
                 tmp_path, "short", optim__schedule="linear", optim__warmup_steps=10_000
             )
         )
@@ -181,7 +161,7 @@ def test_a_linear_schedule_run_ends_near_zero_and_may_not_change_its_length_on_r
         ValueError,
         match=r"optim.schedule='cosine' must be one of \['inverse_sqrt', 'linear'\]",
     ):
-        tiny(tmp_path, "other", optim__schedule="cosine")
+        tiny_train_config(tmp_path, "other", optim__schedule="cosine")
 
 
 # ---------------------------------------------------------------- configuration
@@ -235,9 +215,9 @@ def test_bad_config_files_are_rejected_with_a_message_that_names_the_setting(
 
 
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory, course_data):
+def reference_run(tiny_train_config, tmp_path_factory, course_data):
     """configs/tiny.toml trained without interruption, with a checkpoint every 5 steps."""
-    config = tiny(tmp_path_factory.mktemp("reference"), save_every=5)
+    config = tiny_train_config(tmp_path_factory.mktemp("reference"), save_every=5)
     return config, train(config)
 
 
@@ -373,13 +353,13 @@ def metrics_without_timings(run: str | Path) -> list[dict]:
 
 
 def test_a_run_stopped_by_max_steps_and_resumed_over_several_prunings_equals_an_uninterrupted_run(
-    tmp_path, course_data
+    tiny_train_config, tmp_path, course_data
 ):
     """The resumed run writes a checkpoint every epoch and keeps two, so the checkpoint it resumed from is pruned
     two epochs later; every later checkpoint copies the tokenizer from the run's own tokenizer/ folder."""
-    straight = train(tiny(tmp_path, "straight", optim__epochs=6))
+    straight = train(tiny_train_config(tmp_path, "straight", optim__epochs=6))
     steps_per_epoch = straight.step // 6
-    stopped = tiny(
+    stopped = tiny_train_config(
         tmp_path, "stopped", optim__epochs=6, optim__max_steps=2 * steps_per_epoch + 3
     )  # mid-epoch 3
     first = train(stopped)
@@ -425,17 +405,17 @@ def test_resume_rejects_a_config_that_contradicts_the_checkpoint_but_accepts_a_l
 
 
 def test_a_new_run_refuses_an_out_dir_that_holds_a_run_and_resume_needs_one(
-    reference_run, tmp_path
+    tiny_train_config, reference_run, tmp_path
 ):
     config, _ = reference_run
     with pytest.raises(FileExistsError, match="pass --resume"):
         train(config)
     with pytest.raises(FileNotFoundError, match="nothing to resume"):
-        train(tiny(tmp_path), resume=True)
+        train(tiny_train_config(tmp_path), resume=True)
 
 
-def test_a_missing_corpus_stops_with_the_folders_searched(tmp_path):
-    config = tiny(
+def test_a_missing_corpus_stops_with_the_folders_searched(tiny_train_config, tmp_path):
+    config = tiny_train_config(
         tmp_path, data__data_dir=str(tmp_path / "empty"), data__download=False
     )
     with pytest.raises(
@@ -445,9 +425,9 @@ def test_a_missing_corpus_stops_with_the_folders_searched(tmp_path):
 
 
 def test_nan_loss_stops_training_and_leaves_the_last_good_checkpoint_untouched(
-    course_data, tmp_path, monkeypatch
+    tiny_train_config, course_data, tmp_path, monkeypatch
 ):
-    config = tiny(tmp_path, save_every=2, optim__max_steps=6)
+    config = tiny_train_config(tmp_path, save_every=2, optim__max_steps=6)
     real_loss, calls = train_module.label_smoothed_loss, []
 
     def poisoned(logits, *args, **kwargs):
@@ -597,9 +577,9 @@ def _ddp_worker(rank: int, world: int, port: int, out: str, tiny_dir: str) -> No
 
 
 def test_two_gloo_processes_make_the_same_update_as_one_process_on_the_global_batch(
-    course_data, tmp_path
+    tiny_train_config, course_data, tmp_path
 ):
-    config = tiny(tmp_path, optim__max_steps=3, optim__epochs=1)
+    config = tiny_train_config(tmp_path, optim__max_steps=3, optim__epochs=1)
     Path(tmp_path / "config.json").write_text(config.to_json())
     mp.spawn(
         _ddp_worker,
@@ -763,16 +743,16 @@ def test_keep_freed_memory_stops_a_block_used_every_step_from_being_faulted_in_a
 
 
 def test_bf16_on_a_cpu_without_bf16_instructions_is_refused_before_anything_is_written(
-    tmp_path, monkeypatch
+    tiny_train_config, tmp_path, monkeypatch
 ):
     monkeypatch.setattr(train_module, "cpu_has_bf16_matmul", lambda: False)
     with pytest.raises(ConfigError, match='set precision = "fp32"'):
-        train(tiny(tmp_path, precision="bf16"))
+        train(tiny_train_config(tmp_path, precision="bf16"))
     assert not (tmp_path / "run").exists()
     monkeypatch.setattr(
         train_module, "cpu_has_bf16_matmul", lambda: None
     )  # cannot tell: the run starts
-    train(tiny(tmp_path, precision="bf16", optim__max_steps=2))
+    train(tiny_train_config(tmp_path, precision="bf16", optim__max_steps=2))
     assert latest_checkpoint(tmp_path / "run" / "checkpoints") is not None
 
 

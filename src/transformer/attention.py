@@ -10,44 +10,53 @@ import torch
 from torch import Tensor
 
 
-def check_attention_inputs(
-    Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None
-) -> None:
-    """Refuse what attention cannot use, naming the argument: Q, K, V of fewer than two dimensions, of different or
-    non-float dtypes, widths or key counts or batch dimensions that do not fit, a mask that is not boolean or does
-    not broadcast to the scores (..., T, S)."""
+def _check_qkv_dims(Q: Tensor, K: Tensor, V: Tensor) -> None:
+    """Refuse a Q, K or V that is not a tensor of at least two dimensions."""
     for name, X in (("Q", Q), ("K", K), ("V", V)):
         if not isinstance(X, Tensor) or X.dim() < 2:
             shown = (
                 f"shape {tuple(X.shape)}" if isinstance(X, Tensor) else type(X).__name__
             )
             raise ValueError(
-                f"{name} must be a tensor of at least two dimensions (..., rows, width), got {shown}: "
-                f"for one vector use {name}[None]"
+                f"{name} must be a tensor of at least two dimensions "
+                f"(..., rows, width), got {shown}: for one vector use {name}[None]"
             )
+
+
+def _check_qkv_match(Q: Tensor, K: Tensor, V: Tensor) -> None:
+    """Refuse Q, K, V of different or non-float dtypes, widths D_k or key counts S."""
     if not (Q.is_floating_point() and Q.dtype == K.dtype == V.dtype):
         raise TypeError(
-            f"Q, K and V must be floating-point tensors of one dtype, got {Q.dtype}, {K.dtype} and "
-            f"{V.dtype}: convert them, e.g. with .float()"
+            f"Q, K and V must be floating-point tensors of one dtype, got {Q.dtype}, "
+            f"{K.dtype} and {V.dtype}: convert them, e.g. with .float()"
         )
     if Q.shape[-1] != K.shape[-1] or Q.shape[-1] == 0:
         raise ValueError(
             f"Q has width D_k={Q.shape[-1]} but K has D_k={K.shape[-1]}: "
-            "queries and keys are compared by a dot product, so their last dimensions must match (and "
-            "not be 0)"
+            "queries and keys are compared by a dot product, so their last dimensions "
+            "must match (and not be 0)"
         )
     if K.shape[-2] != V.shape[-2]:
         raise ValueError(
-            f"K has S={K.shape[-2]} rows but V has {V.shape[-2]}: every key needs exactly one value"
+            f"K has S={K.shape[-2]} rows but V has {V.shape[-2]}: "
+            "every key needs exactly one value"
         )
+
+
+def _qkv_batch_shape(Q: Tensor, K: Tensor, V: Tensor) -> torch.Size:
+    """The batch dimensions that Q, K and V broadcast to; refuse ones that do not."""
     try:
-        batch = torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+        return torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     except RuntimeError:
         raise ValueError(
-            f"the batch dimensions of Q {tuple(Q.shape[:-2])}, K {tuple(K.shape[:-2])} and V "
-            f"{tuple(V.shape[:-2])} do not broadcast together"
+            f"the batch dimensions of Q {tuple(Q.shape[:-2])}, K {tuple(K.shape[:-2])} "
+            f"and V {tuple(V.shape[:-2])} do not broadcast together"
         ) from None
-    if mask is not None and (not isinstance(mask, Tensor) or mask.dtype != torch.bool):
+
+
+def _check_attention_mask(mask: Tensor, scores: tuple[int, ...]) -> None:
+    """Refuse a mask that is not boolean or does not broadcast to the scores' shape."""
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         shown = (
             f"dtype {mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
         )
@@ -55,17 +64,29 @@ def check_attention_inputs(
             f"mask must be a boolean tensor (True = may attend), got {shown}; "
             "convert a 0/1 mask with `mask.bool()`"
         )
-    scores = (*batch, Q.shape[-2], K.shape[-2])
+    try:
+        fits = torch.broadcast_shapes(mask.shape, scores) == torch.Size(scores)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
+            f"(..., T, S) = {scores}"
+        )
+
+
+def check_attention_inputs(
+    Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None
+) -> None:
+    """Refuse what attention cannot use, naming the argument: Q, K, V of fewer than two
+    dimensions, of different or non-float dtypes, widths or key counts or batch
+    dimensions that do not fit, a mask that is not boolean or does not broadcast to the
+    scores (..., T, S)."""
+    _check_qkv_dims(Q, K, V)
+    _check_qkv_match(Q, K, V)
+    batch = _qkv_batch_shape(Q, K, V)
     if mask is not None:
-        try:
-            fits = torch.broadcast_shapes(mask.shape, scores) == torch.Size(scores)
-        except RuntimeError:
-            fits = False
-        if not fits:
-            raise ValueError(
-                f"mask of shape {tuple(mask.shape)} does not broadcast to the scores (..., T, S) = "
-                f"{scores}"
-            )
+        _check_attention_mask(mask, (*batch, Q.shape[-2], K.shape[-2]))
 
 
 def attention(
@@ -73,22 +94,22 @@ def attention(
 ) -> tuple[Tensor, Tensor]:
     """Scaled dot-product attention written out: `softmax(Q K^T / sqrt(D_k)) V`.
 
-    Q: (..., T, D_k), K: (..., S, D_k), V: (..., S, D_v) -> A: (..., T, D_v), weights: (..., T, S).
-    `mask` is boolean and broadcastable to (..., T, S), True where a query may attend to a key (the
-    convention of `torch.nn.functional.scaled_dot_product_attention`). A query that may attend to no
-    key gets zero weights and a zero output, never NaN. This is the explicit version the book teaches;
-    the model's default path calls the fused kernel, which computes the same thing.
+    Q: (..., T, D_k), K: (..., S, D_k), V: (..., S, D_v) -> A: (..., T, D_v),
+    weights: (..., T, S). `mask` is boolean and broadcastable to (..., T, S), True where
+    a query may attend to a key (the convention of
+    `torch.nn.functional.scaled_dot_product_attention`). A query that may attend to no
+    key gets zero weights and a zero output, never NaN. This is the explicit version the
+    book teaches; the model's default path calls the fused kernel, which computes the
+    same thing.
     """
     check_attention_inputs(Q, K, V, mask)
     Z = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])  # (..., T, S)
     if mask is not None:
         Z = Z.masked_fill(~mask, float("-inf"))
-        Z = Z.masked_fill(
-            ~mask.any(dim=-1, keepdim=True), 0.0
-        )  # rows with no allowed key: keep finite
+        # rows with no allowed key: keep finite
+        Z = Z.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     weights = torch.softmax(Z, dim=-1)  # (..., T, S), each row sums to 1
     if mask is not None:
-        weights = weights.masked_fill(
-            ~mask, 0.0
-        )  # exact zeros; empty rows become all zero
+        # exact zeros; empty rows become all zero
+        weights = weights.masked_fill(~mask, 0.0)
     return weights @ V, weights  # (..., T, D_v), (..., T, S)

@@ -18,13 +18,16 @@ from .modern import ModelConfig
 def tiled_attention(
     Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None, block: int = 128
 ) -> Tensor:
-    """`attention(Q, K, V, mask)[0]` computed one block of keys at a time, never forming the (T, S) matrix.
+    """`attention(Q, K, V, mask)[0]` computed one block of keys at a time, never forming
+    the (T, S) matrix.
 
-    The online softmax: each query keeps a running maximum m of its scores, a running sum l of
-    exp(score - m) and a running weighted sum of values o. A block that raises the maximum rescales l and o
-    by exp(m_old - m_new), so after the last block o / l is the softmax-weighted sum of the values, exactly.
-    Q: (..., T, D_k), K: (..., S, D_k), V: (..., S, D_v), boolean mask broadcastable to (..., T, S), True where
-    a query may attend -> (..., T, D_v). A query with no allowed key gets zeros, as in `attention`.
+    The online softmax: each query keeps a running maximum m of its scores, a running
+    sum l of exp(score - m) and a running weighted sum of values o. A block that raises
+    the maximum rescales l and o by exp(m_old - m_new), so after the last block o / l is
+    the softmax-weighted sum of the values, exactly.
+    Q: (..., T, D_k), K: (..., S, D_k), V: (..., S, D_v), boolean mask broadcastable to
+    (..., T, S), True where a query may attend -> (..., T, D_v). A query with no allowed
+    key gets zeros, as in `attention`.
     Memory: one (..., T, block) slice of scores at a time.
     """
     if isinstance(block, bool) or not isinstance(block, numbers.Integral) or block < 1:
@@ -39,19 +42,16 @@ def tiled_attention(
     o = Q.new_zeros((*batch, T, V.shape[-1]))  # running sum of exp(score - m) * value
     for start in range(0, S, block):
         keys = slice(start, min(start + block, S))
-        scores = (
-            Q @ K[..., keys, :].transpose(-2, -1) / math.sqrt(Q.shape[-1])
-        )  # (..., T, b): this block only
+        # (..., T, b): this block only
+        scores = Q @ K[..., keys, :].transpose(-2, -1) / math.sqrt(Q.shape[-1])
         if mask is not None:
             scores = scores.masked_fill(~mask[..., keys], -math.inf)
         m_new = torch.maximum(m, scores.amax(-1, keepdim=True))  # (..., T, 1)
-        shift = m_new.masked_fill(
-            m_new == -math.inf, 0.0
-        )  # no allowed key yet: nothing to shift by
+        # no allowed key yet: nothing to shift by
+        shift = m_new.masked_fill(m_new == -math.inf, 0.0)
         p = torch.exp(scores - shift)  # (..., T, b); masked keys give exp(-inf) = 0
-        rescale = torch.exp(
-            m - shift
-        )  # (..., T, 1): moves l and o to the new maximum (0 while m is -inf)
+        # (..., T, 1): moves l and o to the new maximum (0 while m is -inf)
+        rescale = torch.exp(m - shift)
         l = l * rescale + p.sum(-1, keepdim=True)
         o = o * rescale + p @ V[..., keys, :]
         m = m_new
@@ -61,7 +61,8 @@ def tiled_attention(
 
 # %% ../../notebooks/17_attention_cost.ipynb #2d36faeb
 class _LargestResult(TorchFunctionMode):
-    """Within `with`, remembers the largest tensor any torch function returns: its bytes and the function."""
+    """Within `with`, remembers the largest tensor any torch function returns:
+    its bytes and the function."""
 
     def __init__(self):
         super().__init__()
@@ -79,10 +80,12 @@ class _LargestResult(TorchFunctionMode):
 
 
 def largest_result(run) -> tuple[int, str]:
-    """(bytes, function name) of the largest tensor a torch function returns while `run()` executes.
+    """(bytes, function name) of the largest tensor a torch function
+    returns while `run()` executes.
 
-    It sees what a computation materialises between operations (the (T, S) scores of explicit attention), not the
-    scratch memory inside one fused kernel; the peak resident memory of `tools/attention_cost.py` sees both.
+    It sees what a computation materialises between operations (the (T, S) scores of
+    explicit attention), not the scratch memory inside one fused kernel; the peak
+    resident memory of `tools/attention_cost.py` sees both.
     """
     with torch.no_grad(), _LargestResult() as mode:
         run()
@@ -96,10 +99,12 @@ def kv_cache_bytes(
     batch: int = 1,
     bytes_per_number: int = 4,
 ) -> dict:
-    """Bytes of the decoder's key/value cache after `target_len` steps over a source of `source_len` tokens.
+    """Bytes of the decoder's key/value cache after `target_len` steps over a
+    source of `source_len` tokens.
 
-    Every decoder layer keeps a key and a value of `kv_heads` heads of width d_model / num_heads per target
-    token (self-attention) and per source token (cross-attention): 2 * N * h_kv * D_h numbers per token.
+    Every decoder layer keeps a key and a value of `kv_heads` heads of width
+    d_model / num_heads per target token (self-attention) and per source token
+    (cross-attention): 2 * N * h_kv * D_h numbers per token.
     """
     d_head = config.d_model // config.num_heads
     per_token = (
@@ -117,7 +122,8 @@ def kv_cache_bytes(
 
 
 def cache_nbytes(cache) -> dict:
-    """Bytes a `KVCache` (chapter 03) holds, counted from its tensors: self- and cross-attention."""
+    """Bytes a `KVCache` (chapter 03) holds, counted from its tensors:
+    self- and cross-attention."""
     count = lambda fixed: sum(
         K.nbytes + V.nbytes
         for block, (K, V) in cache.entries.items()

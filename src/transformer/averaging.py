@@ -10,7 +10,8 @@ from torch import Tensor
 
 
 def average_weights(state_dicts: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
-    """The element-wise mean of the state dicts of n checkpoints of one model, summed in float64."""
+    """The element-wise mean of the state dicts of n checkpoints of one model, summed in
+    float64."""
     if not state_dicts:
         raise ValueError("no checkpoints to average: give at least one state dict")
     names = list(state_dicts[0])
@@ -19,7 +20,8 @@ def average_weights(state_dicts: Sequence[dict[str, Tensor]]) -> dict[str, Tenso
             other[k].shape != state_dicts[0][k].shape for k in names
         ):
             raise ValueError(
-                "the checkpoints hold different tensors: average checkpoints of one run only"
+                "the checkpoints hold different tensors: "
+                "average checkpoints of one run only"
             )
     n = len(state_dicts)
     return {

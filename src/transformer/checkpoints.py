@@ -42,13 +42,14 @@ from .modern import ModelConfig, build_model
 from .tokenizer import Tokenizer
 
 # %% ../../notebooks/93_checkpoints.ipynb #c15c13eb
-_JSON_LIMIT = (
-    64 << 20
-)  # bytes: a checkpoint's JSON files are settings and structure (the tensors are elsewhere)
+# bytes: a checkpoint's JSON files are settings and structure (the tensors are
+# elsewhere)
+_JSON_LIMIT = 64 << 20
 
 
 def _to_tree(obj, tensors: dict):
-    """Split a state dict into JSON-able data and a flat dict of tensors (for safetensors)."""
+    """Split a state dict into JSON-able data and a flat
+    dict of tensors (for safetensors)."""
     if isinstance(obj, Tensor):
         key = f"t{len(tensors)}"
         tensors[key] = obj.detach().to("cpu").contiguous()
@@ -84,7 +85,8 @@ def _from_tree(tree, tensors: dict):
 
 
 def save_training_state(state: dict, directory: Path) -> None:
-    """Write `state` as training_state.json (numbers, structure) + training_state.safetensors."""
+    """Write `state` as training_state.json (numbers,
+    structure) + training_state.safetensors."""
     tensors: dict = {}
     tree = _to_tree(state, tensors)
     save_file(tensors, str(directory / "training_state.safetensors"))
@@ -92,7 +94,8 @@ def save_training_state(state: dict, directory: Path) -> None:
 
 
 def load_training_state(directory: Path) -> dict:
-    """Read what `save_training_state` wrote: JSON and safetensors only, nothing unpickled."""
+    """Read what `save_training_state` wrote: JSON and
+    safetensors only, nothing unpickled."""
     check_regular_file(directory / "training_state.safetensors", error=CheckpointError)
     tensors = load_file(str(directory / "training_state.safetensors"))
     try:
@@ -109,21 +112,22 @@ def load_training_state(directory: Path) -> dict:
         AttributeError,
     ) as e:
         raise CheckpointError(
-            f"{directory / 'training_state.json'} is damaged ({type(e).__name__}: {str(e)[:80]}): "
-            "resume from another checkpoint, or start a new run"
+            f"{directory / 'training_state.json'} is damaged ({type(e).__name__}: "
+            f"{str(e)[:80]}): resume from another checkpoint, or start a new run"
         ) from None
 
 # %% ../../notebooks/93_checkpoints.ipynb #668374ac
-_CHECKPOINT_NAME = re.compile(
-    r"\w[\w.-]*"
-)  # one folder name: no path separator, never "." or ".."
+# one folder name: no path separator, never "." or ".."
+_CHECKPOINT_NAME = re.compile(r"\w[\w.-]*")
 
 
 def _pointer_name(checkpoints: Path, pointer: str) -> str | None:
-    """The checkpoint name that the pointer file `checkpoints/<pointer>` holds, or None if there is no such file.
+    """The checkpoint name that the pointer file `checkpoints/<pointer>` holds, or
+    None if there is no such file.
 
-    A pointer names a folder beside it and nothing else: a path, `..`, or a link that leads out of `checkpoints`
-    is refused (`CheckpointError`), so that a pointer file cannot send the loader elsewhere on the disk.
+    A pointer names a folder beside it and nothing else: a path, `..`, or a link that
+    leads out of `checkpoints` is refused (`CheckpointError`), so that a pointer file
+    cannot send the loader elsewhere on the disk.
     """
     p = Path(checkpoints) / pointer
     if not p.is_file():
@@ -133,9 +137,8 @@ def _pointer_name(checkpoints: Path, pointer: str) -> str | None:
         .decode("utf-8", errors="replace")
         .strip()
     )
-    named = (
-        _CHECKPOINT_NAME.fullmatch(name) is not None
-    )  # checked first: a path with a NUL cannot even be resolved
+    # checked first: a path with a NUL cannot even be resolved
+    named = _CHECKPOINT_NAME.fullmatch(name) is not None
     try:
         inside = (
             named
@@ -146,14 +149,16 @@ def _pointer_name(checkpoints: Path, pointer: str) -> str | None:
         inside = False
     if not inside:
         raise CheckpointError(
-            f"{p} holds {name[:60]!r}, not the name of a checkpoint folder beside it (such as "
-            "step-00000026): write the name of one of the step-* folders into it"
+            f"{p} holds {name[:60]!r}, not the name of a checkpoint folder "
+            "beside it (such as step-00000026): write the name of one "
+            "of the step-* folders into it"
         )
     return name
 
 
 def latest_checkpoint(checkpoints: Path, pointer: str = "latest") -> Path | None:
-    """The checkpoint directory that `checkpoints/latest` (or `best`) names; None if no pointer or no weights."""
+    """The checkpoint directory that `checkpoints/latest` (or `best`) names;
+    None if no pointer or no weights."""
     name = _pointer_name(checkpoints, pointer)
     if name is None:
         return None
@@ -162,10 +167,11 @@ def latest_checkpoint(checkpoints: Path, pointer: str = "latest") -> Path | None
 
 
 def checkpoint_problem(directory: Path) -> str | None:
-    """Why the checkpoint in `directory` cannot be resumed from, or None if it is intact.
+    """Why the checkpoint in `directory` cannot be resumed
+    from, or None if it is intact.
 
-    Opens both safetensors files (which checks that every tensor the header lists lies inside the
-    file, so a truncated copy is caught) and parses the three JSON files.
+    Opens both safetensors files (which checks that every tensor the header lists lies
+    inside the file, so a truncated copy is caught) and parses the three JSON files.
     """
     for name in ("model.safetensors", "training_state.safetensors"):
         try:
@@ -189,14 +195,17 @@ def checkpoint_problem(directory: Path) -> str | None:
 
 
 def resumable_checkpoint(checkpoints: Path) -> Path | None:
-    """The newest intact checkpoint under `checkpoints` (the `latest` one first), or None if there is none at all.
+    """The newest intact checkpoint under `checkpoints` (the `latest` one first),
+    or None if there is none at all.
 
-    A damaged checkpoint (a copy cut short, a disk that filled up) is named on stderr and skipped; if
-    checkpoints exist but none is intact, raises `CheckpointNotFoundError` naming each problem.
+    A damaged checkpoint (a copy cut short, a disk that filled up) is named on stderr
+    and skipped; if checkpoints exist but none is intact, raises
+    `CheckpointNotFoundError` naming each problem.
     """
     try:
         latest = latest_checkpoint(checkpoints)
-    except CheckpointError as e:  # a pointer to no folder beside it: the step-* folders still say which is newest
+    except CheckpointError as e:
+        # a pointer to no folder beside it: the step-* folders still say which is newest
         print(
             f"warning: {e}; resuming from the newest intact step-* folder instead",
             file=sys.stderr,
@@ -218,21 +227,22 @@ def resumable_checkpoint(checkpoints: Path) -> Path | None:
             return candidate
         problems.append(f"{candidate.name} ({problem})")
         print(
-            f"warning: checkpoint {candidate / problem.split(':')[0]} is damaged: {problem}; "
-            "trying an older checkpoint",
+            f"warning: checkpoint {candidate / problem.split(':')[0]} is damaged: "
+            f"{problem}; trying an older checkpoint",
             file=sys.stderr,
         )
     if problems:
         raise CheckpointNotFoundError(
-            f"no intact checkpoint under {checkpoints}: {'; '.join(problems)}. Start a new "
-            "run in another out_dir, or restore a copy of the checkpoints"
+            f"no intact checkpoint under {checkpoints}: {'; '.join(problems)}. Start "
+            "a new run in another out_dir, or restore a copy of the checkpoints"
         )
     return None
 
 
 def save_model_files(model: Transformer, folder: Path) -> None:
-    """model.safetensors, whose metadata repeats the model config (tying the weights to it), and model_config.json:
-    the model's part of a checkpoint or of a shipped model's folder."""
+    """model.safetensors, whose metadata repeats the model config (tying the
+    weights to it), and model_config.json: the model's part of a checkpoint
+    or of a shipped model's folder."""
     save_model(
         model,
         str(folder / "model.safetensors"),
@@ -251,15 +261,16 @@ def save_checkpoint(
 ) -> Path:
     """Write one complete checkpoint directory, atomically.
 
-    Everything goes into a temporary directory beside it, which is renamed into place only when
-    complete, so a crash leaves either the old checkpoints or the new one, never half of one.
-    Contents: model.safetensors (whose metadata repeats the model config, tying the weights to it),
-    model_config.json, train_config.json, the tokenizer model(s),
-    training_state.json + training_state.safetensors (optimiser, scheduler, RNG, data position).
+    Everything goes into a temporary directory beside it, which is renamed into place
+    only when complete, so a crash leaves either the old checkpoints or the new one,
+    never half of one.
+    Contents: model.safetensors (whose metadata repeats the model config, tying the
+    weights to it), model_config.json, train_config.json, the tokenizer model(s),
+    training_state.json + training_state.safetensors (optimiser, scheduler, RNG, data
+    position).
     """
-    with atomic_folder(
-        directory, replace=True
-    ) as tmp:  # replace: a leftover of a crashed run that no pointer names
+    # replace: a leftover of a crashed run that no pointer names
+    with atomic_folder(directory, replace=True) as tmp:
         save_model_files(model, tmp)
         (tmp / "train_config.json").write_text(train_config.to_json())
         for name, path in tokenizer_files.items():
@@ -297,7 +308,8 @@ class Checkpoint:
 
 
 def resolve_checkpoint(path: str | Path, pointer: str = "latest") -> Path:
-    """Accept a run directory, its checkpoints/ directory or one checkpoint; return the checkpoint."""
+    """Accept a run directory, its checkpoints/ directory or one
+    checkpoint; return the checkpoint."""
     path = Path(path)
     for candidate in (path, path / "checkpoints"):
         if (candidate / "model.safetensors").is_file():
@@ -311,33 +323,34 @@ def resolve_checkpoint(path: str | Path, pointer: str = "latest") -> Path:
                 "model.safetensors: write the name of one of the step-* folders into it"
             )
     raise CheckpointNotFoundError(
-        f"no checkpoint found at {path}: give a run's out_dir or a checkpoint directory "
-        "(one holding model.safetensors)"
+        f"no checkpoint found at {path}: give a run's out_dir or a checkpoint "
+        "directory (one holding model.safetensors)"
     )
 
 
 def _read_json(path: Path) -> dict:
-    """One of a checkpoint's JSON files, as a dict; `CheckpointError` names the file if it is missing or damaged."""
+    """One of a checkpoint's JSON files, as a dict; `CheckpointError` names the
+    file if it is missing or damaged."""
     try:
         data = json.loads(
             read_regular_file(path, _JSON_LIMIT, CheckpointError).decode("utf-8")
         )
     except FileNotFoundError:
         raise CheckpointError(
-            f"{path} is missing: the checkpoint is incomplete; copy it again, or use another "
-            "checkpoint"
+            f"{path} is missing: the checkpoint is incomplete; copy it again, "
+            "or use another checkpoint"
         ) from None
     except OSError as e:
         raise CheckpointError(f"{path} cannot be read: {e.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise CheckpointError(
-            f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): copy the checkpoint "
-            "again, or use another checkpoint"
+            f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): copy "
+            "the checkpoint again, or use another checkpoint"
         ) from None
     if not isinstance(data, dict):
         raise CheckpointError(
-            f"{path} holds a JSON {type(data).__name__}, not an object of settings: copy the "
-            "checkpoint again, or use another checkpoint"
+            f"{path} holds a JSON {type(data).__name__}, not an object of settings: "
+            "copy the checkpoint again, or use another checkpoint"
         )
     return data
 
@@ -349,9 +362,8 @@ def _read_model_config(directory: Path) -> ModelConfig:
     try:
         if unknown:
             raise ConfigError(f"unknown setting(s) {unknown}")
-        return parse_config(
-            ModelConfig, data
-        )  # strict: types checked, then the model's own checks
+        # strict: types checked, then the model's own checks
+        return parse_config(ModelConfig, data)
     except ConfigError as e:
         raise CheckpointError(
             f"{path}: {e}; copy the model_config.json that was saved with these weights"
@@ -377,39 +389,40 @@ _FLOAT_DTYPES = (
 
 
 def _stored_tensors(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """{name: (dtype, shape)} of every tensor in a safetensors file, read from its header (no weight is read).
+    """{name: (dtype, shape)} of every tensor in a safetensors file, read from
+    its header (no weight is read).
 
-    Opening the file checks that every tensor the header lists lies inside it, so a copy cut short is caught here.
+    Opening the file checks that every tensor the header lists lies inside it, so a
+    copy cut short is caught here.
     """
     try:
-        check_regular_file(
-            path, error=CheckpointError
-        )  # safetensors would wait forever on a named pipe
+        # safetensors would wait forever on a named pipe
+        check_regular_file(path, error=CheckpointError)
         with safe_open(str(path), framework="pt") as f:
             return {
                 k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape()))
                 for k in f.keys()
             }
-    except (
-        FileNotFoundError
-    ):  # gone between finding and reading: a training run pruned it
+    # gone between finding and reading: a training run pruned it
+    except FileNotFoundError:
         raise CheckpointError(
-            f"{path} disappeared while it was read (a training run pruning its old checkpoints?): "
-            "try again"
+            f"{path} disappeared while it was read (a training run pruning its "
+            "old checkpoints?): try again"
         ) from None
     except (
         SafetensorError,
         OSError,
     ) as e:  # missing, truncated, or not safetensors at all
         raise CheckpointError(
-            f"{path} cannot be read ({e}): the file is damaged or was cut short; copy it again, "
-            "or use another checkpoint"
+            f"{path} cannot be read ({e}): the file is damaged or was cut short; "
+            "copy it again, or use another checkpoint"
         ) from None
 
 
 def _sizes_in(stored: dict) -> dict[str, int]:
-    """The sizes that the stored shapes fix whatever the parts: d_model, the vocabularies, the layer counts (the
-    tensors of every part are compared one by one in `load_weights`)."""
+    """The sizes that the stored shapes fix whatever the parts: d_model, the
+    vocabularies, the layer counts (the tensors of every part are compared
+    one by one in `load_weights`)."""
     sizes = {
         f"num_{part}_layers": len(
             {k.split(".")[2] for k in stored if k.startswith(f"{part}.layers.")}
@@ -432,29 +445,31 @@ def _sizes_in(stored: dict) -> dict[str, int]:
 
 
 def _check_stored(stored: dict, config: ModelConfig, path: Path) -> None:
-    """Refuse weights that are not floating point, or whose sizes are not those of model_config.json."""
+    """Refuse weights that are not floating point, or whose sizes are
+    not those of model_config.json."""
     for name, (dtype, _) in stored.items():
         if dtype not in _FLOAT_DTYPES:
             raise CheckpointError(
-                f"{path}: tensor {name!r} is stored as {dtype}, but a model's weights are floating "
-                f"point ({', '.join(_FLOAT_DTYPES)}): this file does not hold trained weights; copy "
-                "or train them again"
+                f"{path}: tensor {name!r} is stored as {dtype}, but a model's "
+                f"weights are floating point ({', '.join(_FLOAT_DTYPES)}): "
+                "this file does not hold trained weights; copy or train them again"
             )
     wrong = {k: v for k, v in _sizes_in(stored).items() if getattr(config, k) != v}
     if wrong:
         said = ", ".join(f"{k}={getattr(config, k)}" for k in wrong)
         held = ", ".join(f"{k}={v}" for k, v in wrong.items())
         raise CheckpointError(
-            f"{path.with_name('model_config.json')} does not match the weights beside it: it says "
-            f"{said}, but {path.name} holds {held}; copy the model_config.json that was saved with "
-            "these weights"
+            f"{path.with_name('model_config.json')} does not match the weights "
+            f"beside it: it says {said}, but {path.name} holds {held}; copy the "
+            "model_config.json that was saved with these weights"
         )
 
 
 def load_weights(
     model: Transformer, path: Path, device: str | torch.device = "cpu"
 ) -> None:
-    """Load a safetensors file into `model`, after checking that it holds this model's weights, all finite."""
+    """Load a safetensors file into `model`, after checking that it holds
+    this model's weights, all finite."""
     stored = _stored_tensors(path)
     _check_stored(stored, model.config, path)
     expected = model.state_dict()
@@ -463,9 +478,8 @@ def load_weights(
         for n in stored
         if n not in expected or tuple(expected[n].shape) != stored[n][1]
     ]
-    present = {
-        expected[n].data_ptr() for n in stored if n in expected
-    }  # a tied weight is stored under one name
+    # a tied weight is stored under one name
+    present = {expected[n].data_ptr() for n in stored if n in expected}
     missing = [
         n
         for n, t in expected.items()
@@ -474,9 +488,10 @@ def load_weights(
     if differ or missing:
         first = differ[0] if differ else missing[0]
         raise CheckpointError(
-            f"{path} and model_config.json describe different models: {len(differ)} stored "
-            f"tensor(s) differ in name or shape and {len(missing)} are missing (the first: "
-            f"{first!r}); copy the model_config.json that was saved with these weights"
+            f"{path} and model_config.json describe different models: "
+            f"{len(differ)} stored tensor(s) differ in name or shape and "
+            f"{len(missing)} are missing (the first: {first!r}); copy the "
+            "model_config.json that was saved with these weights"
         )
     load_model(model, str(path), device=str(device))
     state = model.state_dict()
@@ -484,16 +499,17 @@ def load_weights(
         bad = ~torch.isfinite(state[name])
         if bad.any():
             raise CheckpointError(
-                f"{path}: tensor {name!r} holds {int(bad.sum())} NaN or infinite value(s) of "
-                f"{bad.numel()}: the weights are damaged, or the run that wrote them diverged; use "
-                "an earlier checkpoint"
+                f"{path}: tensor {name!r} holds {int(bad.sum())} NaN or infinite "
+                f"value(s) of {bad.numel()}: the weights are damaged, "
+                "or the run that wrote them diverged; use an earlier checkpoint"
             )
 
 
 def load_tokenizers(
     directory: Path, shared: bool | None = None
 ) -> tuple[Tokenizer, Tokenizer]:
-    """(source, target) tokenizers: one `tokenizer.model` for a shared vocabulary, else `src_/tgt_tokenizer.model`.
+    """(source, target) tokenizers: one `tokenizer.model` for a shared vocabulary,
+    else `src_/tgt_tokenizer.model`.
 
     `shared=None`: whichever the directory holds.
     """
@@ -509,12 +525,15 @@ def load_tokenizers(
         if not (directory / name).exists():
             kind = "one shared vocabulary" if shared else "two vocabularies"
             raise CheckpointError(
-                f"{directory / name} is missing: a model with {kind} needs {' and '.join(names)} "
-                "beside its weights; copy the one saved with them"
+                f"{directory / name} is missing: a model with {kind} "
+                f"needs {' and '.join(names)} beside its weights; "
+                "copy the one saved with them"
             )
         try:
             tokenizers.append(Tokenizer.load(directory / name))
-        except ValueError as e:  # not a sentencepiece model, not the course's special ids, or not a regular file
+        except ValueError as e:
+            # not a sentencepiece model, not the course's special ids, or not a
+            # regular file
             raise CheckpointError(
                 str(e)
                 if str(e).startswith(str(directory))
@@ -522,17 +541,19 @@ def load_tokenizers(
             ) from None
         except OSError as e:  # a symlink loop, a file that cannot be read
             raise CheckpointError(
-                f"{directory / name} cannot be read ({e.strerror}): copy the one saved with the "
-                "weights"
+                f"{directory / name} cannot be read ({e.strerror}): "
+                "copy the one saved with the weights"
             ) from None
     return (tokenizers[0], tokenizers[0]) if shared else (tokenizers[0], tokenizers[1])
 
 
 def model_bytes(config: ModelConfig) -> int:
-    """Bytes of a model's weights and buffers in float32, counted on the meta device: nothing is allocated.
+    """Bytes of a model's weights and buffers in float32, counted on the
+    meta device: nothing is allocated.
 
-    A model is the same layer repeated, so it is built with one and two layers per stack and the count extended
-    in a line to the config's layer counts: a million layers cost three small models, not a million modules.
+    A model is the same layer repeated, so it is built with one and two layers per stack
+    and the count extended in a line to the config's layer counts: a million layers cost
+    three small models, not a million modules.
     """
 
     def counted(encoder_layers: int, decoder_layers: int) -> int:
@@ -558,9 +579,10 @@ def _check_config_is_the_saved_one(
     train_config: TrainConfig,
     device: str | torch.device,
 ) -> None:
-    """Refuse a model_config.json edited after the weights were saved (they carry a copy of it in their metadata;
-    weights saved before that copy was kept load as before), a max_len below what the model was trained on, and
-    a model this machine cannot hold, before anything is allocated."""
+    """Refuse a model_config.json edited after the weights were saved (they carry a
+    copy of it in their metadata; weights saved before that copy was kept load as
+    before), a max_len below what the model was trained on, and a model this machine
+    cannot hold, before anything is allocated."""
     path = directory / "model.safetensors"
     with safe_open(str(path), framework="pt") as f:
         saved = (f.metadata() or {}).get("model_config")
@@ -569,34 +591,37 @@ def _check_config_is_the_saved_one(
             saved = json.loads(saved)
         except (json.JSONDecodeError, RecursionError) as e:
             raise CheckpointError(
-                f"{path}: its metadata's model_config is damaged ({e}); copy the weights again"
+                f"{path}: its metadata's model_config is damaged ({e}); "
+                "copy the weights again"
             ) from None
         if not isinstance(saved, dict):
             raise CheckpointError(
-                f"{path}: its metadata's model_config is a JSON {type(saved).__name__}, not the "
-                "config the weights were saved with; copy the weights again"
+                f"{path}: its metadata's model_config is a JSON "
+                f"{type(saved).__name__}, not the config the weights were saved with; "
+                "copy the weights again"
             )
         differ = [k for k, v in config.to_dict().items() if saved.get(k, v) != v]
         if differ:
             said = ", ".join(f"{k}={getattr(config, k)!r}" for k in differ)
             held = ", ".join(f"{k}={saved[k]!r}" for k in differ)
             raise CheckpointError(
-                f"{directory / 'model_config.json'} is not the config these weights were saved with: "
-                f"it says {said}, but {path.name} was saved with {held}; copy the model_config.json "
-                "that was saved with these weights"
+                f"{directory / 'model_config.json'} is not the config these weights "
+                f"were saved with: it says {said}, but {path.name} was saved with "
+                f"{held}; copy the model_config.json that was saved with these weights"
             )
     if config.max_len < train_config.data.max_len:
         raise CheckpointError(
-            f"{directory / 'model_config.json'} says max_len={config.max_len}, but the model was "
-            f"trained on sentences of up to {train_config.data.max_len} tokens (train_config.json): "
+            f"{directory / 'model_config.json'} says max_len={config.max_len}, but "
+            "the model was trained on sentences of up to "
+            f"{train_config.data.max_len} tokens (train_config.json): "
             "copy the model_config.json that was saved with these weights"
         )
     check_fits(
         model_bytes(config),
         device,
         f"the model that {directory / 'model_config.json'} describes",
-        "its sizes (max_len, d_model, d_ff: copy the model_config.json saved with these weights), or load it "
-        "on a machine with more memory",
+        "its sizes (max_len, d_model, d_ff: copy the model_config.json saved with "
+        "these weights), or load it on a machine with more memory",
         CheckpointError,
     )
 
@@ -604,16 +629,18 @@ def _check_config_is_the_saved_one(
 def load_checkpoint(
     path: str | Path, device: str | torch.device = "cpu", pointer: str = "latest"
 ) -> Checkpoint:
-    """Load a trained model (in eval mode) and its tokenizers, without unpickling anything.
+    """Load a trained model (in eval mode) and its
+    tokenizers, without unpickling anything.
 
-    Every file is checked before it is used: a missing or damaged file, weights that are not floating point or
-    not finite, a model_config.json that does not match the weights, or a tokenizer of another vocabulary
-    raises `CheckpointError`, naming the file.
+    Every file is checked before it is used: a missing or damaged file, weights
+    that are not floating point or not finite, a model_config.json that does not
+    match the weights, or a tokenizer of another vocabulary raises
+    `CheckpointError`, naming the file.
     """
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
         raise InputError(
-            f"path={path!r}: give a run's folder or a checkpoint folder (load_translator also takes a "
-            "shipped model's name)"
+            f"path={path!r}: give a run's folder or a checkpoint folder "
+            "(load_translator also takes a shipped model's name)"
         )
     if pointer not in ("latest", "best"):
         raise InputError(
@@ -635,9 +662,9 @@ def load_checkpoint(
     ):
         if tok.vocab_size != size:
             raise CheckpointError(
-                f"{tok.model_path} has {tok.vocab_size} pieces, but model_config.json gives the "
-                f"{side} vocabulary {size}: it is not the tokenizer these weights were trained "
-                "with; copy the one saved with them"
+                f"{tok.model_path} has {tok.vocab_size} pieces, but model_config.json "
+                f"gives the {side} vocabulary {size}: it is not the tokenizer these "
+                "weights were trained with; copy the one saved with them"
             )
     _check_config_is_the_saved_one(directory, model_config, train_config, device)
     model = build_model(model_config)
@@ -651,17 +678,19 @@ SHIPPED_MODELS = ("multi30k-de-en", "tatoeba-en-zh")
 
 
 def models_dir() -> Path:
-    """Where the shipped models live: `$TRANSFORMER_MODELS` if set, else the copy inside an installed
-    wheel (`transformer/_shipped/models`), else `models/` of this checkout (an editable install)."""
-    import transformer  # the package's own location: <checkout>/src/transformer/ or <site-packages>/transformer/
+    """Where the shipped models live: `$TRANSFORMER_MODELS` if set, else the copy
+    inside an installed wheel (`transformer/_shipped/models`), else `models/` of this
+    checkout (an editable install)."""
+    # the package's own location: <checkout>/src/transformer/ or
+    # <site-packages>/transformer/
+    import transformer
 
     env = os.environ.get("TRANSFORMER_MODELS")
     if env:
         return Path(env)
     package = Path(transformer.__file__).resolve().parent
-    shipped = (
-        package / "_shipped" / "models"
-    )  # written by setup.py's build step, only into a wheel
+    # written by setup.py's build step, only into a wheel
+    shipped = package / "_shipped" / "models"
     return shipped if shipped.is_dir() else package.parents[1] / "models"
 
 
@@ -676,27 +705,30 @@ def _holds_a_checkpoint(path: Path) -> bool:
 def load_translator(
     model: str | Path = "multi30k-de-en", device: str | torch.device = "cpu"
 ):
-    """A shipped model by name (see `SHIPPED_MODELS`), or a run / checkpoint directory -> `Checkpoint`.
+    """A shipped model by name (see `SHIPPED_MODELS`), or a run / checkpoint
+    directory -> `Checkpoint`.
 
-    The checkpoint holds the model (in eval mode, float32) and its tokenizers; nothing is unpickled. A missing,
-    damaged or inconsistent model raises `CheckpointError` (`CheckpointNotFoundError` if there is none), naming the file.
+    The checkpoint holds the model (in eval mode, float32) and its tokenizers; nothing
+    is unpickled. A missing, damaged or inconsistent model raises `CheckpointError`
+    (`CheckpointNotFoundError` if there is none), naming the file.
     """
     if not isinstance(model, (str, os.PathLike)) or not str(model).strip():
         raise InputError(
-            f"model={model!r}: give a shipped model's name ({', '.join(SHIPPED_MODELS)}) or the folder "
-            "of a run or checkpoint"
+            f"model={model!r}: give a shipped model's name "
+            f"({', '.join(SHIPPED_MODELS)}) or the folder of a run or checkpoint"
         )
     path = expand_user(model)
-    if str(model) in SHIPPED_MODELS and not _holds_a_checkpoint(
-        path
-    ):  # a folder of that name holding no model
+    # a folder of that name holding no model
+    if str(model) in SHIPPED_MODELS and not _holds_a_checkpoint(path):
         path = models_dir() / str(model)  # does not hide the shipped one
         if not path.exists():
             todo = (
-                "TRANSFORMER_MODELS points there: set it to the folder that holds the shipped models, or unset it"
+                "TRANSFORMER_MODELS points there: set it to the folder that holds "
+                "the shipped models, or unset it"
                 if os.environ.get("TRANSFORMER_MODELS")
-                else "install the package from the course's repository (`pip install /path/to/the/repo` copies both "
-                "models into it), or set TRANSFORMER_MODELS to a folder that holds them"
+                else "install the package from the course's repository "
+                "(`pip install /path/to/the/repo` copies both models into it), "
+                "or set TRANSFORMER_MODELS to a folder that holds them"
             )
             raise CheckpointNotFoundError(
                 f"the shipped model {model} is not in {models_dir()}: {todo}"
@@ -710,14 +742,16 @@ def load_translator(
 
 
 def evaluate_checkpoint(checkpoint, split: str, **options) -> dict:
-    """Translate and score split `split` of the checkpoint's own corpus (`split_pairs_for` its training config).
+    """Translate and score split `split` of the checkpoint's own corpus
+    (`split_pairs_for` its training config).
 
-    `options` are those of `transformer.evaluation.evaluate_pairs` (beam_size, alpha, batch_size, out_dir, limit),
-    which does the work; `transformer evaluate` calls this.
+    `options` are those of `transformer.evaluation.evaluate_pairs` (beam_size, alpha,
+    batch_size, out_dir, limit), which does the work; `transformer evaluate` calls this.
     """
     if not hasattr(checkpoint, "train_config"):
         raise InputError(
-            f"checkpoint must be a loaded model (load_translator(...)), got {type(checkpoint).__name__}"
+            "checkpoint must be a loaded model (load_translator(...)), "
+            f"got {type(checkpoint).__name__}"
         )
     return evaluate_pairs(
         checkpoint,

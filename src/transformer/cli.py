@@ -21,22 +21,25 @@ from .train import NonFiniteLossError, train
 
 # %% ../../notebooks/97_command_line.ipynb #c9c1d6a8
 class CommandError(InputError):
-    """A problem with the command's own input (an option, standard input): one `error: ...` line, exit status 2."""
+    """A problem with the command's own input (an option, standard input): one
+    `error: ...` line, exit status 2."""
 
 
 def _refuse_nul(text: str, source: str) -> None:
     if "\0" in text:
         line = text.count("\n", 0, text.index("\0")) + 1
         raise CommandError(
-            f"{source} holds a NUL byte on line {line}: it is binary data or UTF-16, not UTF-8 text "
-            "(convert it first, e.g. iconv -f utf-16 -t utf-8)"
+            f"{source} holds a NUL byte on line {line}: it is binary data or UTF-16, "
+            "not UTF-8 text (convert it first, e.g. iconv -f utf-16 -t utf-8)"
         )
 
 
 def read_input_lines(data: bytes, source: str = "standard input") -> list[str]:
-    """Bytes of text -> its lines, without line endings (a final newline adds no empty line, a leading BOM goes).
+    """Bytes of text -> its lines, without line endings (a final newline adds no empty
+    line, a leading BOM goes).
 
-    Raises CommandError naming the first byte that is not UTF-8, or the line that holds a NUL byte.
+    Raises CommandError naming the first byte that is not UTF-8, or the line that holds
+    a NUL byte.
     """
     try:
         text = data.decode("utf-8")
@@ -46,26 +49,25 @@ def read_input_lines(data: bytes, source: str = "standard input") -> list[str]:
             "(convert it first, e.g. iconv -f latin1 -t utf-8)"
         ) from None
     _refuse_nul(text, source)
-    text = text.removeprefix(
-        "\ufeff"
-    )  # a byte-order mark is no part of the first sentence
-    lines = text.split(
-        "\n"
-    )  # only "\n" ends a line: str.splitlines() would also split at U+2028, \x1c, ...
+    # a byte-order mark is no part of the first sentence
+    text = text.removeprefix("\ufeff")
+    # only "\n" ends a line: str.splitlines() would also split at U+2028, \x1c, ...
+    lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # a final newline ends the last line; it starts no new one
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def _arguments(texts: list[str]) -> list[str]:
-    """Sentences given as arguments; bytes that are not UTF-8 reach Python as lone surrogates, and are refused."""
+    """Sentences given as arguments; bytes that are not UTF-8 reach Python as lone
+    surrogates, and are refused."""
     for i, text in enumerate(texts, start=1):
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as e:
             raise CommandError(
-                f"argument {i} is not UTF-8: character {e.start + 1} is a byte that no UTF-8 text "
-                "holds (convert it first, e.g. iconv -f latin1 -t utf-8)"
+                f"argument {i} is not UTF-8: character {e.start + 1} is a byte that "
+                "no UTF-8 text holds (convert it first, e.g. iconv -f latin1 -t utf-8)"
             ) from None
         _refuse_nul(text, f"argument {i}")
     return texts
@@ -80,19 +82,21 @@ def _positive(name: str, value: int) -> int:
 def _length_penalty(value: float | None) -> float | None:
     if value is not None and not (math.isfinite(value) and 0 <= value <= MAX_ALPHA):
         raise CommandError(
-            f"--alpha must be a finite number >= 0 and at most {MAX_ALPHA:g} (0: no length penalty), "
-            f"got {value}"
+            f"--alpha must be a finite number >= 0 and at most {MAX_ALPHA:g} "
+            f"(0: no length penalty), got {value}"
         )
     return value
 
 
 class _StdoutClosed(Exception):
-    """The reader of standard output went away (`transformer translate ... | head -1`)."""
+    """The reader of standard output went away
+    (`transformer translate ... | head -1`)."""
 
 
 def _say(text: str) -> None:
-    """Print one line to standard output, now: a reader that closed the pipe ends the command quietly, and a
-    standard output that cannot take the line (a full disk) is one error line, not a traceback."""
+    """Print one line to standard output, now: a reader that closed the pipe ends the
+    command quietly, and a standard output that cannot take the line (a full disk) is
+    one error line, not a traceback."""
     if sys.stdout is None:  # started with standard output closed (`>&-`)
         raise CommandError(
             "standard output is closed: redirect it to a file instead (> out.txt)"
@@ -111,32 +115,28 @@ def _say(text: str) -> None:
 
 
 def _discard_stdout() -> None:
-    """Point standard output at the null device, so that the interpreter's last flush of what is still buffered
-    neither fails nor prints "Exception ignored" at exit."""
+    """Point standard output at the null device, so that the interpreter's last flush of
+    what is still buffered neither fails nor prints "Exception ignored" at exit."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (
-        OSError,
-        ValueError,
-        AttributeError,
-    ):  # no real file behind sys.stdout (a test's capture)
-        pass
+    except (OSError, ValueError, AttributeError):
+        pass  # no real file behind sys.stdout (a test's capture)
 
 
 STDIN_LIMIT = 256 << 20  # bytes of sentences read from standard input in one command
 
 
 def _stdin_lines() -> list[str]:
-    """Standard input's lines, read a block at a time: a NUL byte (binary data, /dev/zero) is refused at the block
-    that holds it, and input beyond `STDIN_LIMIT` (an endless stream) before it fills the memory."""
-    if (
-        sys.stdin is None
-    ):  # started with standard input closed (`transformer translate <&-`)
+    """Standard input's lines, read a block at a time: a NUL byte (binary data,
+    /dev/zero) is refused at the block that holds it, and input beyond `STDIN_LIMIT`
+    (an endless stream) before it fills the memory."""
+    # started with standard input closed (`transformer translate <&-`)
+    if sys.stdin is None:
         raise CommandError(
-            "standard input is closed: give the sentences as arguments, or pipe them in "
-            "(transformer translate < sentences.txt)"
+            "standard input is closed: give the sentences as arguments, or pipe them "
+            "in (transformer translate < sentences.txt)"
         )
     blocks, size = [], 0
     while block := sys.stdin.buffer.read(1 << 20):
@@ -148,14 +148,15 @@ def _stdin_lines() -> list[str]:
             )
         if size > STDIN_LIMIT:
             raise CommandError(
-                f"standard input holds more than {STDIN_LIMIT >> 20} MB: translate it in parts "
-                "(split -l 100000 big.txt part-)"
+                f"standard input holds more than {STDIN_LIMIT >> 20} MB: "
+                "translate it in parts (split -l 100000 big.txt part-)"
             )
     return read_input_lines(b"".join(blocks))
 
 
 def _load(model: str, device: str):
-    """A shipped model or a run/checkpoint directory: `load_translator` checks every file and names what is wrong."""
+    """A shipped model or a run/checkpoint directory: `load_translator` checks every
+    file and names what is wrong."""
     return load_translator(model, select_device(device))
 
 # %% ../../notebooks/97_command_line.ipynb #ca1de245
@@ -170,9 +171,8 @@ def _run_train(args) -> int:
     if args.no_progress:
         config.progress = False
     try:
-        result = train(
-            config, resume=args.resume
-        )  # checks the config again, with the overrides
+        # checks the config again, with the overrides
+        result = train(config, resume=args.resume)
     except NonFiniteLossError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3
@@ -200,8 +200,8 @@ def _run_translate(args) -> int:
 
     def truncated(i: int, tokens: int, kept: int) -> None:
         print(
-            f"warning: line {i + 1} has {tokens} tokens; the model reads at most {kept}, "
-            f"so only its first {kept} were translated",
+            f"warning: line {i + 1} has {tokens} tokens; the model reads at most "
+            f"{kept}, so only its first {kept} were translated",
             file=sys.stderr,
         )
 
@@ -225,7 +225,8 @@ def _run_evaluate(args) -> int:
     _length_penalty(args.alpha)
     if args.limit < 0:
         raise CommandError(
-            f"--limit must be >= 0 (0, the default, scores every sentence), got {args.limit}"
+            "--limit must be >= 0 (0, the default, scores every sentence), "
+            f"got {args.limit}"
         )
     ckpt = _load(args.model, args.device)
     out_dir = args.out_dir or Path("evaluation") / Path(args.model).name
@@ -239,13 +240,14 @@ def _run_evaluate(args) -> int:
         limit=args.limit,
     )
     _say(
-        f"{args.model} on {args.split}: {report['sentences']} sentences, beam {report['beam_size']}, "
-        f"alpha {report['alpha']}, {report['seconds']} s"
+        f"{args.model} on {args.split}: {report['sentences']} sentences, "
+        f"beam {report['beam_size']}, alpha {report['alpha']}, {report['seconds']} s"
     )
     for s in report["scores"]:
         _say(f"  {s['metric']:<28} {s['score']:6.2f}   {s['signature']}")
     _say(
-        f"translations: {Path(out_dir) / (args.split + '.hyp')}; scores: {Path(out_dir) / (args.split + '.json')}"
+        f"translations: {Path(out_dir) / (args.split + '.hyp')}; "
+        f"scores: {Path(out_dir) / (args.split + '.json')}"
     )
     return 0
 
@@ -253,7 +255,8 @@ def _run_evaluate(args) -> int:
 def _run_export_onnx(args) -> int:
     if not str(args.out).strip():
         raise CommandError(
-            "--out is empty: name the folder to write the ONNX files into, e.g. --out de-en-onnx"
+            "--out is empty: name the folder to write the ONNX files into, "
+            "e.g. --out de-en-onnx"
         )
     out = export_onnx(args.model, Path(args.out), replace=args.replace)
     files = sorted(f for f in out.iterdir() if f.is_file())
@@ -265,11 +268,23 @@ def _run_export_onnx(args) -> int:
 
 # %% ../../notebooks/97_command_line.ipynb #f3c73acd
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of `transformer`: its sub-commands, each with its own arguments."""
     parser = argparse.ArgumentParser(
         prog="transformer", description="The Transformer course's command line."
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_train_command(commands)
+    model_help = (
+        f"a shipped model ({', '.join(SHIPPED_MODELS)}) or a run/checkpoint directory"
+    )
+    _add_translate_command(commands, model_help)
+    _add_evaluate_command(commands, model_help)
+    _add_export_onnx_command(commands, model_help)
+    return parser
 
+
+def _add_train_command(commands) -> None:
+    """`transformer train` and its arguments."""
     p = commands.add_parser(
         "train", help="train a translation model as a TOML config describes"
     )
@@ -300,9 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=_run_train)
 
-    model_help = (
-        f"a shipped model ({', '.join(SHIPPED_MODELS)}) or a run/checkpoint directory"
-    )
+
+def _add_translate_command(commands, model_help: str) -> None:
+    """`transformer translate` and its arguments."""
     p = commands.add_parser(
         "translate", help="translate sentences (arguments, or lines of standard input)"
     )
@@ -319,7 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--beam",
         type=int,
-        help="beam size; 1 is greedy decoding (default: the model's decoding.json, else 4)",
+        help="beam size; 1 is greedy decoding (default: the model's decoding.json, "
+        "else 4)",
     )
     p.add_argument(
         "--alpha",
@@ -344,6 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=_run_translate)
 
+
+def _add_evaluate_command(commands, model_help: str) -> None:
+    """`transformer evaluate` and its arguments."""
     p = commands.add_parser(
         "evaluate",
         help="translate a test split and score it with sacreBLEU (BLEU, chrF)",
@@ -357,7 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--beam",
         type=int,
-        help="beam size; 1 is greedy decoding (default: the model's decoding.json, else 4)",
+        help="beam size; 1 is greedy decoding (default: the model's decoding.json, "
+        "else 4)",
     )
     p.add_argument(
         "--alpha",
@@ -387,9 +407,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=_run_evaluate)
 
+
+def _add_export_onnx_command(commands, model_help: str) -> None:
+    """`transformer export-onnx` and its arguments."""
     p = commands.add_parser(
         "export-onnx",
-        help="write a model as ONNX (encoder, decoder step, tokenizers) for onnxruntime",
+        help="write a model as ONNX (encoder, decoder step, tokenizers) "
+        "for onnxruntime",
     )
     p.add_argument(
         "--model",
@@ -408,11 +432,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace --out if it exists and holds files (all of them)",
     )
     p.set_defaults(run=_run_export_onnx)
-    return parser
 
 
 def _one_line(message: str) -> str:
-    """A message on one line: a list under a colon (as `check_resume_compatible` writes) joined with semicolons."""
+    """A message on one line: a list under a colon (as `check_resume_compatible` writes)
+    joined with semicolons."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     text = lines[0] if lines else ""
     for line in lines[1:]:
@@ -421,12 +445,15 @@ def _one_line(message: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`transformer train | translate | evaluate | export-onnx ...`: returns the exit status (2 for bad input).
+    """`transformer train | translate | evaluate | export-onnx ...`: returns the exit
+    status (2 for bad input).
 
-    The package's own errors (`TransformerError`) become one `error: ...` line; any other exception is a bug,
-    and keeps its traceback, except an `OSError` about a file the user named (a name too long, a symlink loop),
-    which is one line too. A reader that closes standard output early (`| head -1`) ends the command quietly
-    with status 141, what a shell reports for a tool ended by SIGPIPE; Ctrl-C ends it with one line and 130.
+    The package's own errors (`TransformerError`) become one `error: ...` line; any
+    other exception is a bug, and keeps its traceback, except an `OSError` about a file
+    the user named (a name too long, a symlink loop), which is one line too. A reader
+    that closes standard output early (`| head -1`) ends the command quietly with status
+    141, what a shell reports for a tool ended by SIGPIPE; Ctrl-C ends it with one line
+    and 130.
     """
     args = build_parser().parse_args(argv)
     try:
@@ -434,20 +461,19 @@ def main(argv: list[str] | None = None) -> int:
     except TransformerError as e:
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
-    except (
-        _StdoutClosed
-    ):  # the reader has all it wanted: end quietly, as a Unix tool ended by SIGPIPE
+    except _StdoutClosed:
+        # the reader has all it wanted: end quietly, as a Unix tool ended by SIGPIPE
         return 128 + 13
     except OSError as e:
         if e.filename is None:  # not about a file the user named: a bug, or the machine
             raise
         print(f"error: {e.filename}: {e.strerror or e}", file=sys.stderr)
         return 2
-    except (
-        KeyboardInterrupt
-    ):  # Ctrl-C: what a training run has saved is safe, --resume continues from it
+    except KeyboardInterrupt:
+        # Ctrl-C: what a training run has saved is safe, --resume continues from it
         hint = (
-            "; `--resume` continues from the last checkpoint, if one was written (if not, start again)"
+            "; `--resume` continues from the last checkpoint, if one was written "
+            "(if not, start again)"
             if args.command == "train"
             else ""
         )

@@ -21,9 +21,8 @@ from .files import read_regular_file
 from .modern import ModelConfig
 
 # %% ../../notebooks/92_configuration.ipynb #82236b93
-_STRICT = ConfigDict(
-    extra="forbid", strict=True
-)  # an unknown key or a wrong type is an error, never a guess
+# an unknown key or a wrong type is an error, never a guess
+_STRICT = ConfigDict(extra="forbid", strict=True)
 
 
 def _type_name(tp) -> str:
@@ -40,7 +39,8 @@ def _adapter(tp) -> TypeAdapter:
 
 
 def _locate(cls, loc: tuple, prefix: str = "") -> tuple[str, object]:
-    """Follow an error's location through the dataclasses: ('optim', 'epochs') -> ('optim.epochs', int)."""
+    """Follow an error's location through the dataclasses:
+    ('optim', 'epochs') -> ('optim.epochs', int)."""
     where, tp = prefix, cls
     for part in loc:
         if isinstance(part, int):
@@ -51,7 +51,9 @@ def _locate(cls, loc: tuple, prefix: str = "") -> tuple[str, object]:
             )
         elif dataclasses.is_dataclass(tp) and part in typing.get_type_hints(tp):
             where, tp = f"{where}.{part}".lstrip("."), typing.get_type_hints(tp)[part]
-        else:  # pydantic also names the member of a union it tried; the field's annotation is what we report
+        else:
+            # pydantic also names the member of a union it tried; the field's annotation
+            # is what we report
             break
     return where, tp
 
@@ -63,7 +65,8 @@ def _shown(value) -> str:
 
 
 def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
-    """Turn pydantic's report into one sentence that names the setting (the first problem only)."""
+    """Turn pydantic's report into one sentence that names the
+    setting (the first problem only)."""
     errors = err.errors()
     unknown = [
         e
@@ -80,23 +83,20 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
             f"unknown setting(s) {keys} {place}; the known settings there are {known}"
         )
     e = errors[0]
-    if (
-        e["type"] == "json_invalid"
-    ):  # text that JSON cannot carry: a lone surrogate, from a file that is not UTF-8
+    # text that JSON cannot carry: a lone surrogate, from a file that is not UTF-8
+    if e["type"] == "json_invalid":
         return ConfigError(
-            f"{prefix or 'the config'} holds text that is not valid Unicode ({e['ctx']['error']})"
+            f"{prefix or 'the config'} holds text that is not valid "
+            f"Unicode ({e['ctx']['error']})"
         )
-    if (
-        e["type"] == "value_error"
-    ):  # raised by TrainConfig.validate, with its own message
+    # raised by TrainConfig.validate, with its own message
+    if e["type"] == "value_error":
         return ConfigError(str(e["ctx"]["error"]))
-    loc = (
-        e["loc"][:-1] if e["type"] == "missing" else e["loc"]
-    )  # a tuple too short: report the whole field
+    # a tuple too short: report the whole field
+    loc = e["loc"][:-1] if e["type"] == "missing" else e["loc"]
     where, tp = _locate(cls, loc, prefix)
-    if (
-        dataclasses.is_dataclass(tp) and e["type"] == "missing"
-    ):  # a setting without a default (ModelConfig's)
+    # a setting without a default (ModelConfig's)
+    if dataclasses.is_dataclass(tp) and e["type"] == "missing":
         return ConfigError(
             f"setting {e['loc'][-1]!r} is missing" + (f" in [{where}]" if where else "")
         )
@@ -110,10 +110,11 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
 
 
 def parse_config(cls, data, where: str = ""):
-    """Build the dataclass `cls` (nested ones included) from TOML or JSON data, checked by pydantic.
+    """Build the dataclass `cls` (nested ones included) from TOML or
+    JSON data, checked by pydantic.
 
-    Strict, in JSON mode: an array may fill a tuple and an integer a float; nothing else is converted,
-    so `epochs = "ten"` or `shared_vocab = 1` is an error, not a guess.
+    Strict, in JSON mode: an array may fill a tuple and an integer a float; nothing else
+    is converted, so `epochs = "ten"` or `shared_vocab = 1` is an error, not a guess.
     """
     try:
         return _adapter(cls).validate_json(json.dumps(data, default=str), strict=True)
@@ -141,21 +142,20 @@ class DataConfig:
     )
     src_lang: str = "de"
     tgt_lang: str = "en"
-    data_dir: str | None = (
-        None  # None: the loaders' search path ($TRANSFORMER_DATA, the repository's data/, cache)
-    )
+    # None: the loaders' search path ($TRANSFORMER_DATA, the repository's data/, cache)
+    data_dir: str | None = None
     download: bool = (
         True  # fetch a missing Multi30k/Tatoeba file (checksummed) into the cache
     )
-    train_files: list[str] = field(
-        default_factory=list
-    )  # "parallel": [src, tgt]; "tsv": [path]
+    # "parallel": [src, tgt]; "tsv": [path]
+    train_files: list[str] = field(default_factory=list)
     valid_files: list[str] = field(default_factory=list)
     train_split: str = "train"
     valid_split: str = "val"
     max_train_pairs: int = 0  # 0: the whole split; otherwise its first N pairs
     max_valid_pairs: int = 0
-    max_len: int = 100  # tokens per sentence (target + eos included); longer pairs are dropped and counted
+    # tokens per sentence (target + eos included); longer pairs are dropped and counted
+    max_len: int = 100
     shared_vocab: bool = True  # one sentencepiece model for both languages
     vocab_size: int = (
         8000  # the joint vocabulary, or the source side's when shared_vocab = false
@@ -175,7 +175,8 @@ class OptimConfig:
     max_tokens: int = 4096  # token budget of one batch, per process
     lr_factor: float = 1.0  # multiplies the paper's schedule
     warmup_steps: int = 4000
-    schedule: str = "inverse_sqrt"  # the paper's; or "linear": the same warm-up, then down to ~0 at the last step
+    # the paper's; or "linear": the same warm-up, then down to ~0 at the last step
+    schedule: str = "inverse_sqrt"
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
     weight_decay: float = 0.0
@@ -188,7 +189,8 @@ NO_SPACES = ("zh", "ja", "th")  # languages written without spaces between words
 _PRECISIONS = ("auto", "bf16", "fp32")
 _SCHEDULES = ("inverse_sqrt", "linear")
 _SET_BY_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id")
-# Settings that may change when a run is resumed; every other one must match the checkpoint.
+# Settings that may change when a run is resumed; every other one must match the
+# checkpoint.
 _RESUMABLE_CHANGES = (
     "name",
     "out_dir",
@@ -207,18 +209,21 @@ _RESUMABLE_CHANGES = (
 # %% ../../notebooks/92_configuration.ipynb #1a4719b6
 @dataclass
 class TrainConfig:
-    """Everything a training run needs, read from a TOML file; saved as JSON in every checkpoint.
+    """Everything a training run needs, read from a TOML file;
+    saved as JSON in every checkpoint.
 
-    Top-level settings describe the run; `[data]` is a `DataConfig`, `[optim]` an `OptimConfig`,
-    and `[model]` holds `ModelConfig` fields (the vocabulary sizes and `pad_id` come from
-    the tokenizer, so they are not set here). Unknown keys are errors, not silently ignored.
+    Top-level settings describe the run; `[data]` is a `DataConfig`, `[optim]` an
+    `OptimConfig`, and `[model]` holds `ModelConfig` fields (the vocabulary sizes
+    and `pad_id` come from the tokenizer, so they are not set here). Unknown keys
+    are errors, not silently ignored.
     """
 
     __pydantic_config__ = _STRICT
     name: str = "run"
     out_dir: str = "runs/run"  # checkpoints, tokenizer and metrics.csv go here
     seed: int = 0
-    device: str = "auto"  # "auto" (CUDA, then MPS, then CPU), or e.g. "cpu", "cuda", "cuda:1", "mps"
+    # "auto" (CUDA, then MPS, then CPU), or e.g. "cpu", "cuda", "cuda:1", "mps"
+    device: str = "auto"
     precision: str = (
         "auto"  # "auto": bf16 autocast on CUDA, float32 elsewhere; "bf16"; "fp32"
     )
@@ -246,9 +251,8 @@ class TrainConfig:
         if isinstance(self.optim, dict):
             self.optim = parse_config(OptimConfig, self.optim, "optim")
         hints = typing.get_type_hints(TrainConfig)
-        for f in dataclasses.fields(
-            self
-        ):  # TrainConfig(seed="0") in Python, where no parser has looked yet
+        # TrainConfig(seed="0") in Python, where no parser has looked yet
+        for f in dataclasses.fields(self):
             if f.name not in ("data", "optim"):
                 setattr(
                     self,
@@ -257,13 +261,14 @@ class TrainConfig:
                 )
             elif not isinstance(getattr(self, f.name), hints[f.name]):
                 raise ConfigError(
-                    f"{f.name} must be a table of settings ({hints[f.name].__name__} or a dict), got "
-                    f"{_shown(getattr(self, f.name))}"
+                    f"{f.name} must be a table of settings ({hints[f.name].__name__} "
+                    f"or a dict), got {_shown(getattr(self, f.name))}"
                 )
         self.validate()
 
     def validate(self) -> None:
-        """Reject settings that cannot work, with the reason and the fix (a `ConfigError`)."""
+        """Reject settings that cannot work, with the reason
+        and the fix (a `ConfigError`)."""
         self._check_model_types()
         for ok, message in (
             self._run_checks() + self._data_checks() + self._optim_checks()
@@ -277,17 +282,20 @@ class TrainConfig:
         for key, value in self.model.items():
             if key in _SET_BY_TOKENIZER:
                 raise ConfigError(
-                    f"[model] {key} is set from the tokenizer: remove it from the config"
+                    f"[model] {key} is set from the tokenizer: "
+                    "remove it from the config"
                 )
             if key not in model_fields:
                 known = sorted(set(model_fields) - set(_SET_BY_TOKENIZER))
                 raise ConfigError(
-                    f"unknown setting {key!r} in [model]; the known settings are {known}"
+                    f"unknown setting {key!r} in [model]; "
+                    f"the known settings are {known}"
                 )
             self.model[key] = _check_type(value, model_fields[key], f"model.{key}")
 
     def _paths(self) -> list[tuple[str, str | None]]:
-        """Every path the config names, with where: out_dir, data.data_dir, data.train_files[i], ..."""
+        """Every path the config names, with where: out_dir,
+        data.data_dir, data.train_files[i], ..."""
         d = self.data
         return (
             [("out_dir", self.out_dir), ("data.data_dir", d.data_dir)]
@@ -330,6 +338,32 @@ class TrainConfig:
         ]
 
     def _data_checks(self) -> list[tuple[bool, str]]:
+        """The `[data]` checks: corpus and direction, splits and files, tokens."""
+        return self._corpus_checks() + self._split_checks() + self._token_checks()
+
+    def _corpus_checks(self) -> list[tuple[bool, str]]:
+        """A known corpus, and two of its languages as the direction."""
+        d = self.data
+        return [
+            (
+                d.corpus in _CORPORA,
+                f"data.corpus={d.corpus!r} must be one of {list(_CORPORA)}",
+            ),
+            (
+                d.src_lang != d.tgt_lang,
+                "data.src_lang and data.tgt_lang are both "
+                f"{d.src_lang!r}: a translation needs two languages",
+            ),
+            (
+                d.corpus != "tatoeba" or {d.src_lang, d.tgt_lang} == {"en", "zh"},
+                "data.corpus='tatoeba' holds English and Chinese: "
+                "set src_lang and tgt_lang to 'en' and 'zh' (either way round), "
+                f"not {d.src_lang!r} and {d.tgt_lang!r}",
+            ),
+        ]
+
+    def _split_checks(self) -> list[tuple[bool, str]]:
+        """The splits or files the run reads, and how many of their pairs."""
         d = self.data
         splits = (
             MULTI30K_SPLITS
@@ -338,30 +372,17 @@ class TrainConfig:
         )
         return [
             (
-                d.corpus in _CORPORA,
-                f"data.corpus={d.corpus!r} must be one of {list(_CORPORA)}",
-            ),
-            (
-                d.src_lang != d.tgt_lang,
-                f"data.src_lang and data.tgt_lang are both {d.src_lang!r}: a translation "
-                "needs two languages",
-            ),
-            (
-                d.corpus != "tatoeba" or {d.src_lang, d.tgt_lang} == {"en", "zh"},
-                "data.corpus='tatoeba' holds English "
-                f"and Chinese: set src_lang and tgt_lang to 'en' and 'zh' (either way round), not {d.src_lang!r} and "
-                f"{d.tgt_lang!r}",
-            ),
-            (
                 d.corpus not in ("multi30k", "tatoeba")
                 or (d.train_split in splits and d.valid_split in splits),
-                f"data.train_split={d.train_split!r} and data.valid_split={d.valid_split!r} must be splits of "
-                f"{d.corpus}: {', '.join(splits)}",
+                f"data.train_split={d.train_split!r} and "
+                f"data.valid_split={d.valid_split!r} must be splits "
+                f"of {d.corpus}: {', '.join(splits)}",
             ),
             (
                 d.corpus != "parallel"
                 or (len(d.train_files) == 2 and len(d.valid_files) == 2),
-                "data.corpus='parallel' needs train_files and valid_files, each [source_path, target_path]",
+                "data.corpus='parallel' needs train_files and valid_files, "
+                "each [source_path, target_path]",
             ),
             (
                 d.corpus != "tsv"
@@ -370,15 +391,24 @@ class TrainConfig:
             ),
             (
                 d.max_train_pairs >= 0 and d.max_valid_pairs >= 0,
-                "data.max_train_pairs and data.max_valid_pairs must be >= 0 (0: the whole split)",
+                "data.max_train_pairs and data.max_valid_pairs must "
+                "be >= 0 (0: the whole split)",
             ),
+        ]
+
+    def _token_checks(self) -> list[tuple[bool, str]]:
+        """Sentence lengths and vocabularies, and the model's agreement with them."""
+        d = self.data
+        return [
             (
                 d.max_len >= 2,
-                f"data.max_len={d.max_len} must be at least 2: a target needs a token and bos or eos",
+                f"data.max_len={d.max_len} must be at least 2: a target "
+                "needs a token and bos or eos",
             ),
             (
                 d.vocab_size > 4 and (d.tgt_vocab_size == 0 or d.tgt_vocab_size > 4),
-                "data.vocab_size and data.tgt_vocab_size must leave room beyond pad/unk/bos/eos",
+                "data.vocab_size and data.tgt_vocab_size must leave "
+                "room beyond pad/unk/bos/eos",
             ),
             (
                 not (d.shared_vocab and d.tgt_vocab_size),
@@ -387,15 +417,24 @@ class TrainConfig:
             ),
             (
                 d.shared_vocab or not self.model.get("share_embeddings", False),
-                "model.share_embeddings=true needs data.shared_vocab=true (one vocabulary for both sides)",
+                "model.share_embeddings=true needs data.shared_vocab=true "
+                "(one vocabulary for both sides)",
             ),
             (
                 self.model.get("max_len", 512) >= d.max_len,
-                f"model.max_len={self.model.get('max_len', 512)} must be at least data.max_len={d.max_len}",
+                f"model.max_len={self.model.get('max_len', 512)} must be at least "
+                f"data.max_len={d.max_len}",
             ),
         ]
 
     def _optim_checks(self) -> list[tuple[bool, str]]:
+        """The `[optim]` checks: run length, learning rate, the update's constants."""
+        return (
+            self._step_checks() + self._learning_rate_checks() + self._update_checks()
+        )
+
+    def _step_checks(self) -> list[tuple[bool, str]]:
+        """How many epochs and steps the run takes, and the tokens of one batch."""
         o = self.optim
         return [
             (o.epochs >= 1, f"optim.epochs={o.epochs} must be at least 1"),
@@ -408,6 +447,12 @@ class TrainConfig:
                 f"optim.max_tokens={o.max_tokens} must be at least data.max_len="
                 f"{self.data.max_len}, so that the longest pair fits in a batch",
             ),
+        ]
+
+    def _learning_rate_checks(self) -> list[tuple[bool, str]]:
+        """The learning-rate schedule: its warm-up, its shape and its factor."""
+        o = self.optim
+        return [
             (
                 o.warmup_steps > 0,
                 f"optim.warmup_steps={o.warmup_steps} must be positive",
@@ -418,16 +463,25 @@ class TrainConfig:
             ),
             (
                 math.isfinite(o.lr_factor) and o.lr_factor > 0,
-                f"optim.lr_factor={o.lr_factor} must be a finite number > 0: it multiplies the learning rate",
+                f"optim.lr_factor={o.lr_factor} must be a finite number "
+                "> 0: it multiplies the learning rate",
             ),
             (
                 o.lr_factor <= 1e4,
-                f"optim.lr_factor={o.lr_factor} is more than 1e4 times the paper's learning rate: the "
-                "first step would overflow float32; 1 is the paper's",
+                f"optim.lr_factor={o.lr_factor} is more than 1e4 times the "
+                "paper's learning rate: the first step would overflow float32; "
+                "1 is the paper's",
             ),
+        ]
+
+    def _update_checks(self) -> list[tuple[bool, str]]:
+        """Adam's betas and eps, weight decay, label smoothing and gradient clipping."""
+        o = self.optim
+        return [
             (
                 all(math.isfinite(b) and 0 <= b < 1 for b in o.betas),
-                f"optim.betas={list(o.betas)} must both be in [0, 1): they are Adam's decay rates",
+                f"optim.betas={list(o.betas)} must both be in [0, 1): "
+                "they are Adam's decay rates",
             ),
             (
                 math.isfinite(o.eps) and o.eps > 0,
@@ -436,7 +490,8 @@ class TrainConfig:
             ),
             (
                 1e-30 <= o.eps <= 1,
-                f"optim.eps={o.eps} must be from 1e-30 (a smaller one is 0 in float32) to 1",
+                f"optim.eps={o.eps} must be from 1e-30 "
+                "(a smaller one is 0 in float32) to 1",
             ),
             (
                 math.isfinite(o.weight_decay) and 0 <= o.weight_decay <= 1e4,
@@ -448,12 +503,14 @@ class TrainConfig:
             ),
             (
                 math.isfinite(o.clip_grad_norm) and o.clip_grad_norm >= 0,
-                f"optim.clip_grad_norm={o.clip_grad_norm} must be a finite number >= 0 (0 disables it)",
+                f"optim.clip_grad_norm={o.clip_grad_norm} must be a finite "
+                "number >= 0 (0 disables it)",
             ),
         ]
 
     def _check_sizes(self) -> None:
-        """No count beyond 2**31 - 1 (sentencepiece and torch take 32-bit sizes), and the model's own checks."""
+        """No count beyond 2**31 - 1 (sentencepiece and torch take 32-bit
+        sizes), and the model's own checks."""
         sections = (("", self), ("data", self.data), ("optim", self.optim))
         counts = [
             (f"{s}.{f.name}".lstrip("."), getattr(obj, f.name))
@@ -474,7 +531,8 @@ class TrainConfig:
             raise ConfigError(f"model.{e}") from None
 
     def largest_model(self) -> ModelConfig:
-        """The model `[model]` describes, with the largest vocabularies the run's tokenizers can get."""
+        """The model `[model]` describes, with the largest
+        vocabularies the run's tokenizers can get."""
         d = self.data
         return ModelConfig(
             src_vocab_size=d.vocab_size,
@@ -519,7 +577,8 @@ class TrainConfig:
         path = Path(path)
         if not path.exists():
             raise ConfigError(
-                f"config file {path} does not exist (the configs live in configs/*.toml)"
+                f"config file {path} does not exist "
+                "(the configs live in configs/*.toml)"
             )
         try:
             d = tomllib.loads(
@@ -537,8 +596,8 @@ class TrainConfig:
             ) from None
         except UnicodeDecodeError as e:
             raise ConfigError(
-                f"{path} is not UTF-8: byte 0x{e.object[e.start]:02x} at offset {e.start}; "
-                "save it as UTF-8"
+                f"{path} is not UTF-8: byte 0x{e.object[e.start]:02x} at offset "
+                f"{e.start}; save it as UTF-8"
             ) from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{path} is not valid TOML: {e}") from None
@@ -573,14 +632,13 @@ def _effective(config: TrainConfig) -> dict:
 def check_resume_compatible(config: TrainConfig, saved: TrainConfig) -> None:
     """Raise if `config` contradicts the config a checkpoint was trained with.
 
-    Only run-time settings (device, logging, how long to train) may change on resume; a different
-    model, corpus, tokenizer or optimiser would silently make a different run.
+    Only run-time settings (device, logging, how long to train) may change on resume; a
+    different model, corpus, tokenizer or optimiser would silently make a different run.
     """
     new, old = _effective(config), _effective(saved)
     resumable = _RESUMABLE_CHANGES
-    if (
-        old.get("optim.schedule") == "linear"
-    ):  # its slope is set by the run's length: that may not change
+    # its slope is set by the run's length: that may not change
+    if old.get("optim.schedule") == "linear":
         resumable = tuple(
             k for k in resumable if k not in ("optim.epochs", "optim.max_steps")
         )
@@ -593,5 +651,6 @@ def check_resume_compatible(config: TrainConfig, saved: TrainConfig) -> None:
         raise ConfigError(
             "the config contradicts the checkpoint it would resume:\n  "
             + "\n  ".join(diffs)
-            + "\nresume with the checkpoint's settings, or start a new run in another out_dir"
+            + "\nresume with the checkpoint's settings, "
+            "or start a new run in another out_dir"
         )

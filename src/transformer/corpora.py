@@ -26,18 +26,19 @@ from transformer.files import (
     expand_user,
 )
 
-_log = logging.getLogger(
-    "transformer.data"
-)  # the name the data chapter's reports have always carried
+# the name the data chapter's reports have always carried
+_log = logging.getLogger("transformer.data")
 
 # %% ../../notebooks/91_corpora.ipynb #60632425
 DATA_ENV_VAR = "TRANSFORMER_DATA"
 
 
 def default_data_dir() -> Path:
-    """The folder downloads go to: `$TRANSFORMER_DATA`, else `$XDG_CACHE_HOME/transformer`, else `~/.cache/transformer`.
+    """The folder downloads go to: `$TRANSFORMER_DATA`, else
+    `$XDG_CACHE_HOME/transformer`, else `~/.cache/transformer`.
 
-    One fixed place per machine means a corpus is fetched once, not once per notebook or training run.
+    One fixed place per machine means a corpus is fetched once, not
+    once per notebook or training run.
     """
     env = os.environ.get(DATA_ENV_VAR)
     if env:
@@ -47,14 +48,14 @@ def default_data_dir() -> Path:
 
 
 def course_data_dir() -> Path | None:
-    """The course's own copy of the corpora: `data/` of the repository the package is imported from, or, in a
-    package installed from a wheel, the copy inside it (`transformer/_shipped/data`). None if neither exists."""
+    """The course's own copy of the corpora: `data/` of the repository the package is
+    imported from, or, in a package installed from a wheel, the copy inside it
+    (`transformer/_shipped/data`). None if neither exists."""
     spec = importlib.util.find_spec("transformer")
     if spec is None or spec.origin is None:
         return None
-    package = (
-        Path(spec.origin).resolve().parent
-    )  # .../transformer/__init__.py -> .../transformer
+    # .../transformer/__init__.py -> .../transformer
+    package = Path(spec.origin).resolve().parent
     shipped = package / "_shipped" / "data"
     if shipped.is_dir():
         return shipped
@@ -68,11 +69,13 @@ def course_data_dir() -> Path | None:
 
 
 def data_search_path(root: str | Path | None = None) -> list[Path]:
-    """The folders a loader looks in, in order: `[root]` if given; else `$TRANSFORMER_DATA` if set, then the
-    course's copy (`course_data_dir()`), then the user cache only if `$TRANSFORMER_DATA` is not set.
+    """The folders a loader looks in, in order: `[root]` if given; else
+    `$TRANSFORMER_DATA` if set, then the course's copy (`course_data_dir()`), then the
+    user cache only if `$TRANSFORMER_DATA` is not set.
 
-    The variable replaces the cache (it is also where downloads go), so with it set the cache is not searched.
-    Spelled out as a function so that an error message (and a curious reader) can show exactly where it looked.
+    The variable replaces the cache (it is also where downloads go), so with it set the
+    cache is not searched. Spelled out as a function so that an error message (and a
+    curious reader) can show exactly where it looked.
     """
     if root is not None:
         return [expand_user(root)]
@@ -94,13 +97,26 @@ MULTI30K_SPLITS = (
     "test_2017_flickr",
     "test_2018_flickr",
 )
-MULTI30K_SHA256 = {  # the upstream gzip files, byte for byte (what a download must hash to)
-    "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
-    "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
-    "test_2017_flickr.de.gz": "a2c89666db00c495cd8513b9d708d5a3acc205d7de312ef2bf5fb7ebc1540aee",
-    "test_2017_flickr.en.gz": "76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074",
-    "test_2018_flickr.de.gz": "ddd0130c7d97482dc5197a02141dae8dd79f20f03586c480d675c09a32daf608",
-    "test_2018_flickr.en.gz": "ef4f4844037d4c5dea75c9a8ed5fd78905967a26f67c255e230cc9780032654d",
+# The upstream gzip files, byte for byte (what a download must hash to).
+MULTI30K_SHA256 = {
+    "test_2016_flickr.de.gz": (
+        "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8"
+    ),
+    "test_2016_flickr.en.gz": (
+        "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9"
+    ),
+    "test_2017_flickr.de.gz": (
+        "a2c89666db00c495cd8513b9d708d5a3acc205d7de312ef2bf5fb7ebc1540aee"
+    ),
+    "test_2017_flickr.en.gz": (
+        "76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074"
+    ),
+    "test_2018_flickr.de.gz": (
+        "ddd0130c7d97482dc5197a02141dae8dd79f20f03586c480d675c09a32daf608"
+    ),
+    "test_2018_flickr.en.gz": (
+        "ef4f4844037d4c5dea75c9a8ed5fd78905967a26f67c255e230cc9780032654d"
+    ),
     "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
     "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
     "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
@@ -108,43 +124,70 @@ MULTI30K_SHA256 = {  # the upstream gzip files, byte for byte (what a download m
 }
 TATOEBA_URL = "https://www.manythings.org/anki/cmn-eng.zip"
 TATOEBA_FILE = "tatoeba/cmn-eng.tsv.gz"
-# What every corpus file must hold: the SHA-256 of its text (after gunzip for a .gz file), so that a copy is
-# accepted compressed or not, and a damaged or different one is refused wherever it was found.
+# What every corpus file must hold: the SHA-256 of its text (after gunzip for a .gz
+# file), so that a copy is accepted compressed or not, and a damaged or different one
+# is refused wherever it was found.
 CORPUS_SHA256 = {
-    "multi30k/test_2016_flickr.de.gz": "4be6b5b3236b79c25475c6bb829800a7ce559e9ba7a1f6c2394fe4d40be46d16",
-    "multi30k/test_2016_flickr.en.gz": "399a4382932c1aadd3ceb9bef1008d388a64c76d4ae4e9d4728c6f4301cac182",
-    "multi30k/test_2017_flickr.de.gz": "c3078bc3b36808bf9d20eb2347ed6137016179ef59ec0d2b9b8ecc3fb2880081",
-    "multi30k/test_2017_flickr.en.gz": "ce1450ddc5ab0834502579d77a170849952e15a2938b34cc503bdc25ebb4fb98",
-    "multi30k/test_2018_flickr.de.gz": "39fcc8b3331d76fb42d648d019c6898b0d5e58baac87bc2a0bb93f44ec8db207",
-    "multi30k/test_2018_flickr.en.gz": "4e585c2dd525911a6ea7730e9d0b516239af3f1b1ffae6a2130223cfb639f25e",
-    "multi30k/train.de.gz": "2c2b73fd2b548fbcde3a875e0a78d6ee94d498bfdee6bd3eae3945779e9ddf72",
-    "multi30k/train.en.gz": "460a15fbd157e34a7a9957ee388c1ca247fe47af3ef25fb50442af6c274e0fc6",
-    "multi30k/val.de.gz": "660e09eb7e1da2f856ea13ee5ad3cf6d36b3d5b0b733c857e94c5747a3dfc660",
-    "multi30k/val.en.gz": "1f2a23d992769b5b3d209b0a10dd0b77c08cceb1f20dfb97ed0aafa49d107227",
-    TATOEBA_FILE: "e4a832acecdaec2f5e1113dd977d7dc96d32aa18f0524fe13685cf5d4e2e0cf9",  # the course's copy, a subset of the bundle
+    "multi30k/test_2016_flickr.de.gz": (
+        "4be6b5b3236b79c25475c6bb829800a7ce559e9ba7a1f6c2394fe4d40be46d16"
+    ),
+    "multi30k/test_2016_flickr.en.gz": (
+        "399a4382932c1aadd3ceb9bef1008d388a64c76d4ae4e9d4728c6f4301cac182"
+    ),
+    "multi30k/test_2017_flickr.de.gz": (
+        "c3078bc3b36808bf9d20eb2347ed6137016179ef59ec0d2b9b8ecc3fb2880081"
+    ),
+    "multi30k/test_2017_flickr.en.gz": (
+        "ce1450ddc5ab0834502579d77a170849952e15a2938b34cc503bdc25ebb4fb98"
+    ),
+    "multi30k/test_2018_flickr.de.gz": (
+        "39fcc8b3331d76fb42d648d019c6898b0d5e58baac87bc2a0bb93f44ec8db207"
+    ),
+    "multi30k/test_2018_flickr.en.gz": (
+        "4e585c2dd525911a6ea7730e9d0b516239af3f1b1ffae6a2130223cfb639f25e"
+    ),
+    "multi30k/train.de.gz": (
+        "2c2b73fd2b548fbcde3a875e0a78d6ee94d498bfdee6bd3eae3945779e9ddf72"
+    ),
+    "multi30k/train.en.gz": (
+        "460a15fbd157e34a7a9957ee388c1ca247fe47af3ef25fb50442af6c274e0fc6"
+    ),
+    "multi30k/val.de.gz": (
+        "660e09eb7e1da2f856ea13ee5ad3cf6d36b3d5b0b733c857e94c5747a3dfc660"
+    ),
+    "multi30k/val.en.gz": (
+        "1f2a23d992769b5b3d209b0a10dd0b77c08cceb1f20dfb97ed0aafa49d107227"
+    ),
+    # the course's copy, a subset of the bundle
+    TATOEBA_FILE: "e4a832acecdaec2f5e1113dd977d7dc96d32aa18f0524fe13685cf5d4e2e0cf9",
 }
 
 
 class CorpusNotFoundError(CorpusError, FileNotFoundError):
-    """A corpus file is in none of the searched folders and could not be downloaded (offline, or download=False)."""
+    """A corpus file is in none of the searched folders and could not be
+    downloaded (offline, or download=False)."""
 
 
 class CorpusFormatError(CorpusError, ValueError):
-    """A corpus file cannot be read as aligned UTF-8 text: wrong encoding, unequal line counts, missing columns."""
+    """A corpus file cannot be read as aligned UTF-8 text: wrong encoding,
+    unequal line counts, missing columns."""
 
 
 class ChecksumError(CorpusError, ValueError):
-    """A corpus file's SHA-256 is not the expected one: a damaged file is refused, a bad download never written."""
+    """A corpus file's SHA-256 is not the expected one: a damaged file is
+    refused, a bad download never written."""
 
 # %% ../../notebooks/91_corpora.ipynb #002f0266
 def download_file(
     url: str, dest: str | Path, sha256: str | None = None, *, timeout: float = 60.0
 ) -> Path:
-    """Fetch `url` into `dest` atomically and return `dest`; if `sha256` is given, the bytes must hash to it.
+    """Fetch `url` into `dest` atomically and return `dest`; if `sha256` is
+    given, the bytes must hash to it.
 
-    The file is streamed into a temporary file beside `dest`, hashed on the way, and renamed into place
-    only when complete and verified, so an interrupted or corrupt download never looks like a good one.
-    Raises `urllib.error.URLError`/`OSError` when the fetch fails and `ChecksumError` on a wrong sum.
+    The file is streamed into a temporary file beside `dest`, hashed on the way, and
+    renamed into place only when complete and verified, so an interrupted or corrupt
+    download never looks like a good one. Raises `urllib.error.URLError`/`OSError` when
+    the fetch fails and `ChecksumError` on a wrong sum.
     """
     dest = Path(dest)
     digest = hashlib.sha256()
@@ -160,15 +203,15 @@ def download_file(
             out.write(chunk)
         if sha256 is not None and digest.hexdigest() != sha256.lower():
             raise ChecksumError(
-                f"{url} has SHA-256 {digest.hexdigest()}, expected {sha256}: the download is "
-                f"corrupt or the file changed upstream, so {dest} was not written"
+                f"{url} has SHA-256 {digest.hexdigest()}, expected {sha256}: the "
+                "download is corrupt or the file changed upstream, "
+                f"so {dest} was not written"
             )
     return dest
 
 # %% ../../notebooks/91_corpora.ipynb #6932e934
-_verified: dict[
-    tuple[str, int, int], str
-] = {}  # (path, size, mtime) -> SHA-256 of the text: hash each file once
+# (path, size, mtime) -> SHA-256 of the text: hash each file once
+_verified: dict[tuple[str, int, int], str] = {}
 
 
 def _restore_hint(path: Path) -> str:
@@ -176,16 +219,23 @@ def _restore_hint(path: Path) -> str:
     course = course_data_dir()
     if course is not None and path.resolve().is_relative_to(course.resolve()):
         if course.name == "data":  # a checkout of the repository
-            return f"restore the repository's copy: `git checkout -- data/` in {course.parent}"
-        return "reinstall the package (`pip install --force-reinstall` of the course), whose copy this is"
+            return (
+                "restore the repository's copy: `git checkout -- data/` in "
+                f"{course.parent}"
+            )
+        return (
+            "reinstall the package (`pip install --force-reinstall` of the course), "
+            "whose copy this is"
+        )
     return (
-        "delete it (the loader then downloads the course's copy and checks it), or copy the file from the "
-        "course repository's data/ folder"
+        "delete it (the loader then downloads the course's copy and checks it), "
+        "or copy the file from the course repository's data/ folder"
     )
 
 
 def _gunzip(path: Path, raw: bytes, error: type[Exception], fix: str) -> bytes:
-    """The bytes of a file's text: `raw` itself, or gunzipped if the name ends in `.gz` (`error` if that fails)."""
+    """The bytes of a file's text: `raw` itself, or gunzipped if the name ends in
+    `.gz` (`error` if that fails)."""
     if path.suffix != ".gz":
         return raw
     try:
@@ -197,10 +247,12 @@ def _gunzip(path: Path, raw: bytes, error: type[Exception], fix: str) -> bytes:
 
 
 def verify_corpus_file(path: str | Path, sha256: str) -> Path:
-    """Check that the text of `path` (gunzipped if the name ends in `.gz`) has SHA-256 `sha256`, and return `path`.
+    """Check that the text of `path` (gunzipped if the name ends in `.gz`) has
+    SHA-256 `sha256`, and return `path`.
 
-    Raises `ChecksumError` with one line naming the file and the fix: a truncated gzip or a changed byte must
-    stop the loader, not yield a silently different corpus (and different splits).
+    Raises `ChecksumError` with one line naming the file and the fix: a truncated
+    gzip or a changed byte must stop the loader, not yield a silently different
+    corpus (and different splits).
     """
     path = Path(path)
     stat = path.stat()
@@ -210,8 +262,8 @@ def verify_corpus_file(path: str | Path, sha256: str) -> Path:
         _verified[key] = hashlib.sha256(text).hexdigest()
     if _verified[key] != sha256:
         raise ChecksumError(
-            f"{path} is damaged or not the course's copy: its text has SHA-256 {_verified[key][:12]}…, "
-            f"expected {sha256[:12]}…; {_restore_hint(path)}"
+            f"{path} is damaged or not the course's copy: its text has SHA-256 "
+            f"{_verified[key][:12]}…, expected {sha256[:12]}…; {_restore_hint(path)}"
         )
     return path
 
@@ -226,13 +278,15 @@ def fetch_file(
     download: bool = True,
     fetch=None,
 ) -> Path:
-    """Path of the corpus file `relpath` (like `multi30k/train.de.gz`), downloading it if no folder has it.
+    """Path of the corpus file `relpath` (like `multi30k/train.de.gz`),
+    downloading it if no folder has it.
 
-    Looks in `data_search_path(root)` at `DIR/relpath` and `DIR/<file name>`, also without `.gz` (an uncompressed
-    copy). A file found or downloaded is checked with `verify_corpus_file` when `content_sha256` is given. A
-    download goes into `root` (or `default_data_dir()`) with `fetch(url, dest, sha256)`, by default the verifying
-    `download_file`. Raises `CorpusNotFoundError` with the folders searched and the reason when the file cannot
-    be had, `ChecksumError` when it is damaged.
+    Looks in `data_search_path(root)` at `DIR/relpath` and `DIR/<file name>`, also
+    without `.gz` (an uncompressed copy). A file found or downloaded is checked with
+    `verify_corpus_file` when `content_sha256` is given. A download goes into `root` (or
+    `default_data_dir()`) with `fetch(url, dest, sha256)`, by default the verifying
+    `download_file`. Raises `CorpusNotFoundError` with the folders searched and the
+    reason when the file cannot be had, `ChecksumError` when it is damaged.
     """
     searched = data_search_path(root)
     names = [relpath, Path(relpath).name]
@@ -248,8 +302,8 @@ def fetch_file(
     dest = (expand_user(root) if root is not None else default_data_dir()) / relpath
     where = ", ".join(str(d) for d in searched)
     todo = (
-        f"copy the file to {dest}, or set {DATA_ENV_VAR} to a folder laid out like the repository's data/ "
-        f"(multi30k/train.de.gz, tatoeba/cmn-eng.tsv.gz)"
+        f"copy the file to {dest}, or set {DATA_ENV_VAR} to a folder laid out like the "
+        "repository's data/ (multi30k/train.de.gz, tatoeba/cmn-eng.tsv.gz)"
     )
     if not download:
         raise CorpusNotFoundError(
@@ -257,7 +311,8 @@ def fetch_file(
         )
     try:
         (fetch or download_file)(url, dest, sha256)
-    except OSError as err:  # URLError, timeouts, refused connections and unwritable folders are all OSErrors
+    # URLError, timeouts, refused connections and unwritable folders are all OSErrors
+    except OSError as err:
         reason = getattr(err, "reason", None) or err
         raise CorpusNotFoundError(
             f"{relpath} is not in {where}, and downloading it from {url} failed "
@@ -267,25 +322,26 @@ def fetch_file(
 
 # %% ../../notebooks/91_corpora.ipynb #6b3f130e
 def read_lines(path: str | Path) -> list[str]:
-    """All lines of a UTF-8 text file (gzip if the name ends in `.gz`), split at `\\n` only, without line endings.
+    """All lines of a UTF-8 text file (gzip if the name ends in `.gz`), split at
+    `\\n` only, without line endings.
 
-    Strict on purpose: alignment between two files is by line number, so the line count must not depend
-    on exotic separators, and an encoding problem must name the line instead of surfacing deep in a loop.
+    Strict on purpose: alignment between two files is by line number, so the line count
+    must not depend on exotic separators, and an encoding problem must name the line
+    instead of surfacing deep in a loop.
     """
     path = Path(path)
     if not path.exists():
         raise CorpusNotFoundError(f"{path} does not exist")
-    check_regular_file(
-        path, error=CorpusFormatError
-    )  # a folder, a pipe or a device is no corpus file
+    # a folder, a pipe or a device is no corpus file
+    check_regular_file(path, error=CorpusFormatError)
     raw = _gunzip(path, path.read_bytes(), CorpusFormatError, "download it again")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
         raise CorpusFormatError(
-            f"{path}, line {line}: byte {raw[err.start]:#04x} is not valid UTF-8; re-encode the "
-            f"file as UTF-8 (for example `iconv -f latin1 -t utf-8`)"
+            f"{path}, line {line}: byte {raw[err.start]:#04x} is not valid UTF-8; "
+            "re-encode the file as UTF-8 (for example `iconv -f latin1 -t utf-8`)"
         ) from None
     lines = text.removeprefix("\ufeff").split("\n")
     if lines[-1] == "":
@@ -300,14 +356,18 @@ def _drop_empty(
     total: int,
     on_empty: str,
 ) -> list[tuple[str, str]]:
-    """Remove pairs with an empty side; report how many and where, or raise if `on_empty="error"`."""
+    """Remove pairs with an empty side; report how many and where,
+    or raise if `on_empty="error"`."""
     if on_empty not in ("skip", "error"):
         raise ValueError(f"on_empty must be 'skip' or 'error', got {on_empty!r}")
     empty = [n for (src, tgt), n in zip(pairs, line_numbers) if not src or not tgt]
     if not empty:
         return pairs
     shown = ", ".join(map(str, empty[:5])) + (", ..." if len(empty) > 5 else "")
-    message = f"{source}: {len(empty)} of {total} lines are blank or have an empty side (line {shown})"
+    message = (
+        f"{source}: {len(empty)} of {total} lines are blank or have an empty side "
+        f"(line {shown})"
+    )
     if on_empty == "error":
         raise CorpusFormatError(
             message + ": remove them, or pass on_empty='skip' to drop them"
@@ -319,10 +379,12 @@ def _drop_empty(
 def load_parallel(
     src_path: str | Path, tgt_path: str | Path, *, on_empty: str = "skip"
 ) -> list[tuple[str, str]]:
-    """(source, target) sentence pairs from two files aligned line by line (plain text or `.gz`).
+    """(source, target) sentence pairs from two files aligned line
+    by line (plain text or `.gz`).
 
-    Surrounding whitespace is stripped. Unequal line counts raise `CorpusFormatError`; pairs with an empty
-    side are dropped and reported (`on_empty="skip"`) or raise (`on_empty="error"`).
+    Surrounding whitespace is stripped. Unequal line counts raise
+    `CorpusFormatError`; pairs with an empty side are dropped and reported
+    (`on_empty="skip"`) or raise (`on_empty="error"`).
     """
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
@@ -343,15 +405,18 @@ def load_parallel(
 def load_tsv(
     path: str | Path, src_col: int = 0, tgt_col: int = 1, *, on_empty: str = "skip"
 ) -> list[tuple[str, str]]:
-    """(source, target) pairs from columns `src_col` and `tgt_col` (counted from 0) of a tab-separated file.
+    """(source, target) pairs from columns `src_col` and `tgt_col` (counted
+    from 0) of a tab-separated file.
 
-    Fields are split at tabs only: quotes are ordinary characters (a CSV reader would swallow the quotes in
-    `He said "hi".`). A row without the asked-for columns raises `CorpusFormatError` naming the line;
-    blank lines and empty fields are dropped and reported like in `load_parallel`.
+    Fields are split at tabs only: quotes are ordinary characters (a CSV reader would
+    swallow the quotes in `He said "hi".`). A row without the asked-for columns raises
+    `CorpusFormatError` naming the line; blank lines and empty fields are dropped and
+    reported like in `load_parallel`.
     """
     if src_col < 0 or tgt_col < 0 or src_col == tgt_col:
         raise ValueError(
-            f"src_col={src_col} and tgt_col={tgt_col} must be two different columns, counted from 0"
+            f"src_col={src_col} and tgt_col={tgt_col} must be two different "
+            "columns, counted from 0"
         )
     lines = read_lines(path)
     pairs, numbers, need = [], [], max(src_col, tgt_col) + 1
@@ -359,8 +424,8 @@ def load_tsv(
         fields = line.split("\t")
         if line.strip() and len(fields) < need:
             raise CorpusFormatError(
-                f"{path}, line {number}: {len(fields)} tab-separated field(s), but column "
-                f"{need - 1} was asked for (columns count from 0)"
+                f"{path}, line {number}: {len(fields)} tab-separated field(s), "
+                f"but column {need - 1} was asked for (columns count from 0)"
             )
         pairs.append(
             (fields[src_col].strip(), fields[tgt_col].strip())
@@ -379,26 +444,29 @@ def load_multi30k(
     *,
     download: bool = True,
 ) -> list[tuple[str, str]]:
-    """Multi30k task 1 (raw, untokenised captions) as (src_lang, tgt_lang) sentence pairs.
+    """Multi30k task 1 (raw, untokenised captions) as
+    (src_lang, tgt_lang) sentence pairs.
 
-    `split` is one of `MULTI30K_SPLITS` (29,000 / 1,014 / 1,000 / 1,000 / 1,071 pairs). `root=None` searches
-    `data_search_path()` (the course's copy is in the repository's `data/`) and downloads a missing file from the
-    Multi30k GitHub repository, verified by SHA-256. Every de/en file is checked against `CORPUS_SHA256`.
+    `split` is one of `MULTI30K_SPLITS` (29,000 / 1,014 / 1,000 / 1,000 / 1,071 pairs).
+    `root=None` searches `data_search_path()` (the course's copy is in the repository's
+    `data/`) and downloads a missing file from the Multi30k GitHub repository, verified
+    by SHA-256. Every de/en file is checked against `CORPUS_SHA256`.
     """
     if split not in MULTI30K_SPLITS:
         raise ValueError(
-            f"unknown Multi30k split {split!r}: choose one of {', '.join(MULTI30K_SPLITS)}"
+            f"unknown Multi30k split {split!r}: "
+            f"choose one of {', '.join(MULTI30K_SPLITS)}"
         )
     if src_lang == tgt_lang:
         raise ValueError(
-            f"src_lang and tgt_lang are both {src_lang!r}: a translation pair needs two languages"
+            f"src_lang and tgt_lang are both {src_lang!r}: a translation "
+            "pair needs two languages"
         )
     paths = []
     for lang in (src_lang, tgt_lang):
         name = f"{split}.{lang}.gz"
-        known = (
-            name in MULTI30K_SHA256
-        )  # de and en; other languages are read if present, never downloaded unverified
+        # de and en; other languages are read if present, never downloaded unverified
+        known = name in MULTI30K_SHA256
         try:
             paths.append(
                 fetch_file(
@@ -414,17 +482,19 @@ def load_multi30k(
             if known:
                 raise
             raise CorpusNotFoundError(
-                f"{err}; no checksum is known for {name} (only for the de and en files), "
-                f"so it is never downloaded"
+                f"{err}; no checksum is known for {name} "
+                "(only for the de and en files), so it is never downloaded"
             ) from None
     return load_parallel(*paths)
 
 # %% ../../notebooks/91_corpora.ipynb #47d1fb3f
 def _download_tatoeba(url: str, dest: str | Path, sha256: str | None = None) -> Path:
-    """Fetch the manythings.org `cmn-eng.zip`, check that its `cmn.txt` is the course's copy, install it as `dest`.
+    """Fetch the manythings.org `cmn-eng.zip`, check that its `cmn.txt` is the
+    course's copy, install it as `dest`.
 
-    `sha256` is that of the zip (unknown: the bundle changes); the text is pinned by `CORPUS_SHA256[TATOEBA_FILE]`.
-    A bundle with other sentences is refused, since every split size and score of the course holds for the copy.
+    `sha256` is that of the zip (unknown: the bundle changes); the text is pinned by
+    `CORPUS_SHA256[TATOEBA_FILE]`. A bundle with other sentences is refused, since every
+    split size and score of the course holds for the copy.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -444,10 +514,10 @@ def _download_tatoeba(url: str, dest: str | Path, sha256: str | None = None) -> 
     digest = hashlib.sha256(data).hexdigest()
     if digest != CORPUS_SHA256[TATOEBA_FILE]:
         raise ChecksumError(
-            f"the cmn.txt downloaded from {url} is not the course's copy of Tatoeba (SHA-256 "
-            f"{digest[:12]}…, expected {CORPUS_SHA256[TATOEBA_FILE][:12]}…): its splits and scores "
-            f"would differ, so {dest} was not written; copy tatoeba/cmn-eng.tsv.gz from the course "
-            f"repository's data/ folder instead"
+            f"the cmn.txt downloaded from {url} is not the course's copy of Tatoeba "
+            f"(SHA-256 {digest[:12]}…, expected {CORPUS_SHA256[TATOEBA_FILE][:12]}…): "
+            f"its splits and scores would differ, so {dest} was not written; copy "
+            "tatoeba/cmn-eng.tsv.gz from the course repository's data/ folder instead"
         )
     return atomic_write_bytes(
         dest, gzip.compress(data, mtime=0) if dest.suffix == ".gz" else data
@@ -461,16 +531,19 @@ def split_pairs(
     test_fraction: float = 0.05,
     key=None,
 ) -> dict[str, list[tuple[str, str]]]:
-    """Deterministic {'train', 'val', 'test'} split of `pairs`, grouped by `key(pair)` (default: the source side).
+    """Deterministic {'train', 'val', 'test'} split of `pairs`, grouped by
+    `key(pair)` (default: the source side).
 
-    All pairs with the same key land in the same split, chosen by a SHA-256 hash of `seed` and the key, so a
-    sentence's split depends on nothing else in the corpus. Fractions are of keys, so pair counts vary a little.
+    All pairs with the same key land in the same split, chosen by a SHA-256 hash of
+    `seed` and the key, so a sentence's split depends on nothing else in the corpus.
+    Fractions are of keys, so pair counts vary a little.
     """
     if not (
         0 <= val_fraction and 0 <= test_fraction and val_fraction + test_fraction < 1
     ):
         raise ValueError(
-            f"val_fraction={val_fraction} and test_fraction={test_fraction} must be >= 0 and sum to < 1"
+            f"val_fraction={val_fraction} and test_fraction={test_fraction} "
+            "must be >= 0 and sum to < 1"
         )
     key = key or (lambda pair: pair[0])
     splits = {"train": [], "val": [], "test": []}
@@ -496,16 +569,19 @@ def load_tatoeba(
     test_fraction: float = 0.05,
     download: bool = True,
 ) -> list[tuple[str, str]]:
-    """Tatoeba (English, Chinese) pairs of `split` ('train', 'val' (or 'valid'), 'test'), grouped by English sentence.
+    """Tatoeba (English, Chinese) pairs of `split` ('train', 'val' (or 'valid'),
+    'test'), grouped by English sentence.
 
-    With the course's copy (the repository's `data/tatoeba/cmn-eng.tsv.gz`, checked against `CORPUS_SHA256`) and the
-    defaults: 25,328 train, 1,378 val and 1,388 test pairs. `root=None` searches `data_search_path()`; a missing
-    file is downloaded from manythings.org and kept only if it is that copy.
+    With the course's copy (the repository's `data/tatoeba/cmn-eng.tsv.gz`, checked
+    against `CORPUS_SHA256`) and the defaults: 25,328 train, 1,378 val and 1,388 test
+    pairs. `root=None` searches `data_search_path()`; a missing file is downloaded from
+    manythings.org and kept only if it is that copy.
     """
     split = {"valid": "val"}.get(split, split)
     if split not in ("train", "val", "test"):
         raise ValueError(
-            f"unknown Tatoeba split {split!r}: choose 'train', 'val' (or 'valid') or 'test'"
+            f"unknown Tatoeba split {split!r}: choose 'train', "
+            "'val' (or 'valid') or 'test'"
         )
     path = fetch_file(
         TATOEBA_FILE,
@@ -522,17 +598,19 @@ def load_tatoeba(
 def split_pairs_for(
     data, split: str, files: Sequence[str | Path] = ()
 ) -> list[tuple[str, str]]:
-    """The (source, target) pairs of `split` for a run's `DataConfig`, in its direction src_lang -> tgt_lang.
+    """The (source, target) pairs of `split` for a run's `DataConfig`, in its
+    direction src_lang -> tgt_lang.
 
-    Multi30k and Tatoeba have named splits; a `parallel` or `tsv` corpus has only the `files` a config names
-    (the training run passes its `train_files` or `valid_files`). The one loader of the pairs of a split:
-    training and evaluation both call it.
+    Multi30k and Tatoeba have named splits; a `parallel` or `tsv` corpus has only the
+    `files` a config names (the training run passes its `train_files` or `valid_files`).
+    The one loader of the pairs of a split: training and evaluation both call it.
     """
     root = expand_user(data.data_dir) if data.data_dir else None
     if data.corpus == "multi30k":
         if split not in MULTI30K_SPLITS:
             raise InputError(
-                f"unknown split {split!r} for Multi30k: choose one of {', '.join(MULTI30K_SPLITS)}"
+                f"unknown split {split!r} for Multi30k: "
+                f"choose one of {', '.join(MULTI30K_SPLITS)}"
             )
         return load_multi30k(
             split,
@@ -556,14 +634,15 @@ def split_pairs_for(
         )
     if not files:
         raise InputError(
-            f"this model was trained on corpus {data.corpus!r}, which has no named splits: translate "
-            "your files with `transformer translate` and score them with corpus_bleu"
+            f"this model was trained on corpus {data.corpus!r}, which has no named "
+            "splits: translate your files with `transformer translate` and "
+            "score them with corpus_bleu"
         )
     for f in files:
         if not Path(f).exists():
             raise CorpusNotFoundError(
-                f"data file {f} does not exist (the config names it in data.train_files or "
-                "data.valid_files)"
+                f"data file {f} does not exist "
+                "(the config names it in data.train_files or data.valid_files)"
             )
         check_regular_file(f, error=CorpusFormatError)
     return (

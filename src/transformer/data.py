@@ -17,11 +17,14 @@ _log = logging.getLogger("transformer.data")
 
 # %% ../../notebooks/09_data.ipynb #3af45ea3
 class TranslationDataset(torch.utils.data.Dataset):
-    """Sentence pairs encoded once into (src_ids, tgt_ids) lists without bos/eos; pairs too long for the model are dropped and reported.
+    """Sentence pairs encoded once into (src_ids, tgt_ids) lists without bos/eos; pairs
+    too long for the model are dropped and reported.
 
-    Item i is `(src_ids, tgt_ids)` with len(src_ids) = S_i <= max_len and len(tgt_ids) + 1 = T_i <= max_len (the
-    decoder adds bos or eos). `lengths[i] = max(S_i, T_i)` is the per-item size a `TokenBudgetBatchSampler` packs by;
-    `indices[i]` is the item's position in `pairs`; `skipped` counts the dropped pairs by reason.
+    Item i is `(src_ids, tgt_ids)` with len(src_ids) = S_i <= max_len and
+    len(tgt_ids) + 1 = T_i <= max_len (the decoder adds bos or eos).
+    `lengths[i] = max(S_i, T_i)` is the per-item size a `TokenBudgetBatchSampler`
+    packs by; `indices[i]` is the item's position in `pairs`; `skipped` counts the
+    dropped pairs by reason.
     """
 
     def __init__(
@@ -33,7 +36,8 @@ class TranslationDataset(torch.utils.data.Dataset):
     ):
         if max_len < 2:
             raise ValueError(
-                f"max_len={max_len} is too small: a target needs at least one token plus bos/eos"
+                f"max_len={max_len} is too small: a target needs at least one token "
+                "plus bos/eos"
             )
         self.max_len = max_len
         src_all = src_tokenizer.encode_batch([src for src, _ in pairs])
@@ -68,8 +72,9 @@ class TranslationDataset(torch.utils.data.Dataset):
         """One line saying how many pairs were kept and why the others were dropped."""
         s = self.skipped
         return (
-            f"kept {len(self):,} of {self.num_pairs:,} pairs; dropped {s['empty']} with an empty side, "
-            f"{s['src_too_long']} with a source over max_len={self.max_len} tokens, {s['tgt_too_long']} with a "
+            f"kept {len(self):,} of {self.num_pairs:,} pairs; dropped {s['empty']} "
+            f"with an empty side, {s['src_too_long']} with a source over "
+            f"max_len={self.max_len} tokens, {s['tgt_too_long']} with a "
             f"target over max_len - 1 = {self.max_len - 1} tokens"
         )
 
@@ -140,9 +145,8 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler):
             order = torch.randperm(n, generator=g).tolist()
         else:
             order = list(range(n))
-        batches = self._pack(
-            sorted(order, key=self.lengths.__getitem__)
-        )  # stable sort: ties keep the random order
+        # stable sort: ties keep the random order
+        batches = self._pack(sorted(order, key=self.lengths.__getitem__))
         if self.shuffle:
             batches = [
                 batches[j] for j in torch.randperm(len(batches), generator=g).tolist()
@@ -216,7 +220,8 @@ def collate(
     bos_id: int = BOS_ID,
     eos_id: int = EOS_ID,
 ) -> Batch:
-    """Pad a list of (src_ids, tgt_ids) into a `Batch`: src (B, S), tgt_in = bos + tgt (B, T), tgt_out = tgt + eos (B, T).
+    """Pad a list of (src_ids, tgt_ids) into a `Batch`: src (B, S),
+    tgt_in = bos + tgt (B, T), tgt_out = tgt + eos (B, T).
 
     Use as `DataLoader(dataset, batch_sampler=sampler, collate_fn=collate)`.
     """

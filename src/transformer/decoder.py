@@ -12,14 +12,17 @@ from .multihead import KVCache, copy_weights_from_torch
 
 # %% ../../notebooks/07_decoder.ipynb #d98b8651
 class DecoderLayer(nn.Module):
-    """One decoder block: masked self-attention, attention over the encoder output C, feed-forward.
+    """One decoder block: masked self-attention,
+    attention over the encoder output C, feed-forward.
 
     forward(x: (B, T, D), memory: (B, S, D), src_mask, tgt_mask) -> (B, T, D).
-    `tgt_mask` (bool, True = may attend, broadcastable to (B, h, T, T)) is normally causal & padding;
-    `src_mask` (broadcastable to (B, h, T, S)) hides source padding. Cross-attention is the only place
-    where the source reaches the decoder: its queries come from the target, its keys and values from C.
-    With `cache` (a `KVCache`), x holds only the new positions and the earlier ones come from the cache.
-    `parts` (chapter 06) says what each piece is made with; cross-attention is `parts.cross_attention`.
+    `tgt_mask` (bool, True = may attend, broadcastable to (B, h, T, T)) is normally
+    causal & padding; `src_mask` (broadcastable to (B, h, T, S)) hides source padding.
+    Cross-attention is the only place where the source reaches the decoder: its queries
+    come from the target, its keys and values from C. With `cache` (a `KVCache`), x
+    holds only the new positions and the earlier ones come from the cache. `parts`
+    (chapter 06) says what each piece is made with; cross-attention is
+    `parts.cross_attention`.
     """
 
     def __init__(
@@ -49,9 +52,8 @@ class DecoderLayer(nn.Module):
     ) -> Tensor:
         if self.norm_first:  # x + Sublayer(LayerNorm(x)), three times
             y = self.norm1(x)
-            x = x + self.dropout(
-                self.self_attn(y, y, y, tgt_mask, cache=cache)
-            )  # (B, T, D)
+            # (B, T, D)
+            x = x + self.dropout(self.self_attn(y, y, y, tgt_mask, cache=cache))
             x = x + self.dropout(
                 self.cross_attn(
                     self.norm2(x), memory, memory, src_mask, cache=cache, fixed=True
@@ -59,9 +61,8 @@ class DecoderLayer(nn.Module):
             )
             return x + self.dropout(self.feed_forward(self.norm3(x)))  # (B, T, D)
         # LayerNorm(x + Sublayer(x)), as in the paper
-        x = self.norm1(
-            x + self.dropout(self.self_attn(x, x, x, tgt_mask, cache=cache))
-        )  # Y_1: (B, T, D)
+        # Y_1: (B, T, D)
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, tgt_mask, cache=cache)))
         x = self.norm2(
             x
             + self.dropout(
@@ -75,14 +76,16 @@ class DecoderLayer(nn.Module):
 def copy_decoder_layer_from_torch(
     ours: DecoderLayer, ref: nn.TransformerDecoderLayer
 ) -> DecoderLayer:
-    """Copy a `torch.nn.TransformerDecoderLayer`'s weights into our `DecoderLayer`, to compare the two.
+    """Copy a `torch.nn.TransformerDecoderLayer`'s weights into our `DecoderLayer`,
+    to compare the two.
 
-    torch's `self_attn`/`multihead_attn` map to our `self_attn`/`cross_attn`; `linear1`, `linear2`
-    to our feed-forward; `norm1`-`norm3` have the same names.
+    torch's `self_attn`/`multihead_attn` map to our `self_attn`/`cross_attn`; `linear1`,
+    `linear2` to our feed-forward; `norm1`-`norm3` have the same names.
     """
     if ref.norm_first != ours.norm_first:
         raise ValueError(
-            f"norm_first differs: ours {ours.norm_first}, torch {ref.norm_first}; build both the same way"
+            f"norm_first differs: ours {ours.norm_first}, torch {ref.norm_first}; "
+            "build both the same way"
         )
     copy_weights_from_torch(ours.self_attn, ref.self_attn)
     copy_weights_from_torch(ours.cross_attn, ref.multihead_attn)
@@ -94,10 +97,12 @@ def copy_decoder_layer_from_torch(
 
 # %% ../../notebooks/07_decoder.ipynb #b8a0db43
 class Decoder(nn.Module):
-    """N decoder layers, all reading the same encoder output; with pre-norm a final norm closes the stack.
+    """N decoder layers, all reading the same encoder output;
+    with pre-norm a final norm closes the stack.
 
-    forward(x: (B, T, D), memory: (B, S, D), src_mask, tgt_mask, cache=None) -> (B, T, D), masks as in `DecoderLayer`;
-    with a `KVCache`, x holds the new positions only (generation).
+    forward(x: (B, T, D), memory: (B, S, D), src_mask, tgt_mask, cache=None)
+    -> (B, T, D), masks as in `DecoderLayer`; with a `KVCache`, x holds the new
+    positions only (generation).
     """
 
     def __init__(

@@ -27,11 +27,13 @@ from .tokenizer import BOS_ID, EOS_ID, PAD_ID
 # %% ../../notebooks/11_decoding.ipynb #04433e67
 @dataclass
 class Hypothesis:
-    """One output sentence: its token ids (no BOS, no EOS) and how the model scored them.
+    """One output sentence: its token ids (no BOS, no EOS) and
+    how the model scored them.
 
-    `log_prob` is log P(tokens, EOS | source), the sum of the chosen tokens' log-probabilities;
-    `score` is what the search ranked by (`log_prob` for greedy, `log_prob / lp(length)` for beam search);
-    `finished` is False when the length limit stopped the sentence before it produced EOS.
+    `log_prob` is log P(tokens, EOS | source), the sum of the chosen tokens'
+    log-probabilities; `score` is what the search ranked by (`log_prob` for greedy,
+    `log_prob / lp(length)` for beam search); `finished` is False when the length limit
+    stopped the sentence before it produced EOS.
     """
 
     tokens: list[int]
@@ -43,10 +45,12 @@ class Hypothesis:
 def output_limits(
     lengths: Sequence[int], max_len_a: float, max_len_b: int, model_max_len: int
 ) -> list[int]:
-    """Source lengths S_i -> the most output tokens (EOS included) each sentence may get: a * S_i + b.
+    """Source lengths S_i -> the most output tokens (EOS included) each
+    sentence may get: a * S_i + b.
 
-    Capped at model_max_len - 1, so that BOS and every generated token have a position in the table. Plain
-    Python, so that the ONNX translator (appendix 96) applies the very same rule.
+    Capped at model_max_len - 1, so that BOS and every generated token have a position
+    in the table. Plain Python, so that the ONNX translator (appendix 96) applies the
+    very same rule.
     """
     if not (
         _real(max_len_a)
@@ -56,8 +60,8 @@ def output_limits(
         and max_len_b >= 1
     ):
         raise InputError(
-            f"max_len_a={max_len_a!r} and max_len_b={max_len_b!r}: the output may hold a * S + b tokens, "
-            "with a a finite number >= 0 and b an integer >= 1"
+            f"max_len_a={max_len_a!r} and max_len_b={max_len_b!r}: the output may hold "
+            "a * S + b tokens, with a a finite number >= 0 and b an integer >= 1"
         )
     b = min(max_len_b, model_max_len)  # a larger b changes nothing
     return [
@@ -74,7 +78,8 @@ def source_lengths(src: Tensor, pad_id: int) -> list[int]:
 
 
 def _integer(x) -> bool:
-    """An integer (Python's or NumPy's, anything `operator.index` takes), and not a bool."""
+    """An integer (Python's or NumPy's, anything
+    `operator.index` takes), and not a bool."""
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
@@ -84,11 +89,13 @@ def _real(x) -> bool:
 
 # %% ../../notebooks/11_decoding.ipynb #888f19d9
 class DecoderSteps:
-    """The decoder's side of a search: the encoder output, and a `KVCache` (chapter 03) when `use_cache`.
+    """The decoder's side of a search: the encoder output, and a `KVCache`
+    (chapter 03) when `use_cache`.
 
-    `step(ys)` turns the prefixes ys (B, t) into the log-probabilities of their next token (B, V). Without the
-    cache it decodes all t positions again at every step (the slow reference); with it only the newest token
-    goes through the decoder, at position t - 1, and reads the earlier positions' keys and values.
+    `step(ys)` turns the prefixes ys (B, t) into the log-probabilities of their next
+    token (B, V). Without the cache it decodes all t positions again at every step (the
+    slow reference); with it only the newest token goes through the decoder, at position
+    t - 1, and reads the earlier positions' keys and values.
     """
 
     def __init__(
@@ -98,38 +105,35 @@ class DecoderSteps:
         src_mask: Tensor,
         use_cache: bool = True,
     ):
-        self.model, self.memory, self.src_mask = (
-            model,
-            memory,
-            src_mask,
-        )  # (B, S, D), (B, 1, 1, S)
+        # memory (B, S, D), src_mask (B, 1, 1, S)
+        self.model, self.memory, self.src_mask = model, memory, src_mask
         self.cache = KVCache() if use_cache else None
 
     def step(self, ys: Tensor) -> Tensor:
-        """ys (B, t): BOS and the tokens so far -> log-probabilities of the next token (B, V)."""
+        """ys (B, t): BOS and the tokens so far -> log-probabilities
+        of the next token (B, V)."""
         m = self.model
         if self.cache is None:
-            h = m.decode(
-                ys, self.memory, self.src_mask, m.make_tgt_mask(ys)
-            )  # (B, t, D): all t positions again
-            return _log_probs(
-                m.generator(h[:, -1])
-            )  # (B, V): only the last position is used
+            # (B, t, D): all t positions again
+            h = m.decode(ys, self.memory, self.src_mask, m.make_tgt_mask(ys))
+            # (B, V): only the last position is used
+            return _log_probs(m.generator(h[:, -1]))
         if ys.shape[1] != self.cache.length + 1:
             raise ValueError(
-                f"the cache holds {self.cache.length} tokens, so ys must have {self.cache.length + 1} "
-                f"columns, got {ys.shape[1]}"
+                f"the cache holds {self.cache.length} tokens, so ys must have "
+                f"{self.cache.length + 1} columns, got {ys.shape[1]}"
             )
-        h = m.decode(
-            ys[:, -1:], self.memory, self.src_mask, None, cache=self.cache
-        )  # (B, 1, D): the new token
+        # (B, 1, D): the new token
+        h = m.decode(ys[:, -1:], self.memory, self.src_mask, None, cache=self.cache)
         return _log_probs(m.generator(h[:, 0]))  # (B, V)
 
     def select(self, rows: Tensor, same_sources: bool = False) -> None:
-        """Keep (and reorder) batch rows `rows` (R,): drop finished sentences, or follow beams.
+        """Keep (and reorder) batch rows `rows` (R,): drop finished
+        sentences, or follow beams.
 
-        `same_sources=True` promises that every row keeps a row of the same source sentence (beams
-        re-ranked within their sentence), so the encoder output and its keys and values need not move.
+        `same_sources=True` promises that every row keeps a row of the same source
+        sentence (beams re-ranked within their sentence), so the encoder output and its
+        keys and values need not move.
         """
         if not same_sources:
             self.memory, self.src_mask = self.memory[rows], self.src_mask[rows]
@@ -138,13 +142,15 @@ class DecoderSteps:
 
 
 def _log_probs(logits: Tensor) -> Tensor:
-    """Logits (B, V) -> log-probabilities, in float32 at least (bf16 logits are lifted, float64 kept)."""
+    """Logits (B, V) -> log-probabilities, in float32 at least (bf16 logits
+    are lifted, float64 kept)."""
     return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1)
 
 # %% ../../notebooks/11_decoding.ipynb #4a06a5ab
 def _check_src(model: Transformer, src: Tensor) -> None:
-    """Refuse a model that is not a `Transformer`, and a source batch that is not (B, S) token ids of the model's
-    source vocabulary, longer than the model reads, or with an empty row."""
+    """Refuse a model that is not a `Transformer`, and a source batch that is not (B, S)
+    token ids of the model's source vocabulary, longer than the model reads, or with an
+    empty row."""
     if not (
         isinstance(model, torch.nn.Module)
         and hasattr(model, "encode")
@@ -177,23 +183,25 @@ def _check_src(model: Transformer, src: Tensor) -> None:
     if not 0 <= lo <= hi < V:
         bad = lo if lo < 0 else hi
         raise InputError(
-            f"src holds token id {bad}, outside the source vocabulary (ids 0 to {V - 1}): encode the "
-            "sentences with the model's own source tokenizer"
+            f"src holds token id {bad}, outside the source vocabulary (ids 0 to "
+            f"{V - 1}): encode the sentences with the model's own source tokenizer"
         )
     if src.shape[1] > model.config.max_len:
         raise InputError(
             f"src has {src.shape[1]} positions, but the model reads at most max_len="
-            f"{model.config.max_len}: cut the sentences to fit (`translate` does, and says so)"
+            f"{model.config.max_len}: cut the sentences to fit "
+            "(`translate` does, and says so)"
         )
     if len(src) and (src != model.config.pad_id).sum(-1).min() == 0:
         raise InputError(
-            "a source sentence is empty (all padding): give empty lines an empty translation "
-            "without calling the model, as `translate` does"
+            "a source sentence is empty (all padding): give empty lines an empty "
+            "translation without calling the model, as `translate` does"
         )
 
 
 def _start(model: Transformer, src: Tensor, use_cache: bool):
-    """Encode src (B, S), already checked by `_check_src`, once and return the decoder state to step with."""
+    """Encode src (B, S), already checked by `_check_src`, once and return the
+    decoder state to step with."""
     model.eval()
     src_mask = model.make_src_mask(src)  # (B, 1, 1, S)
     memory = model.encode(src, src_mask)  # (B, S, D): the source is encoded once
@@ -209,11 +217,13 @@ def greedy_decode(
     max_len_b: int = 10,
     use_cache: bool = True,
 ) -> list[Hypothesis]:
-    """Translate a batch by always taking the most probable next token: src (B, S) -> B hypotheses.
+    """Translate a batch by always taking the most probable next token:
+    src (B, S) -> B hypotheses.
 
-    The notes' loop for B sentences at once: encode once, start from BOS ("$"), append the argmax
-    until EOS ("#"). A sentence that has produced EOS (or reached a * S_i + b tokens) leaves the batch,
-    so finished sentences stop growing and padding never enters the decoder.
+    The notes' loop for B sentences at once: encode once, start from BOS ("$"), append
+    the argmax until EOS ("#"). A sentence that has produced EOS (or reached a * S_i + b
+    tokens) leaves the batch, so finished sentences stop growing and padding never
+    enters the decoder.
     """
     _check_src(model, src)
     state = _start(model, src, use_cache)
@@ -223,9 +233,8 @@ def greedy_decode(
         output_limits(source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len),
         device=src.device,
     )  # (B,)
-    rows = torch.arange(
-        B, device=src.device
-    )  # (b,): the sentence each live row belongs to
+    # (b,): the sentence each live row belongs to
+    rows = torch.arange(B, device=src.device)
     ys = torch.full((B, 1), BOS_ID, dtype=torch.long, device=src.device)  # (b, t): "$"
     log_prob = torch.zeros(B, dtype=torch.float64, device=src.device)  # (b,)
     out: list[Hypothesis | None] = [None] * B
@@ -248,9 +257,11 @@ def greedy_decode(
 
 # %% ../../notebooks/11_decoding.ipynb #3cbb77e7
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
-    """GNMT's lp(L) = ((5 + L) / 6) ** alpha; beam search ranks finished hypotheses by log P / lp(L).
+    """GNMT's lp(L) = ((5 + L) / 6) ** alpha; beam search ranks finished
+    hypotheses by log P / lp(L).
 
-    alpha = 0 ranks by log P alone (short outputs win); larger alpha favours longer outputs.
+    alpha = 0 ranks by log P alone (short outputs win); larger
+    alpha favours longer outputs.
     """
     return ((5 + length) / 6) ** alpha
 
@@ -268,114 +279,159 @@ def beam_search(
     use_cache: bool = True,
     early_stop: bool = True,
 ) -> list[list[Hypothesis]]:
-    """Keep the `beam_size` most probable prefixes of every sentence: src (B, S) -> B lists of n_best hypotheses.
+    """Keep the `beam_size` most probable prefixes of every sentence: src (B, S) -> B
+    lists of n_best hypotheses.
 
-    All B sentences x k beams run as one batch of B*k rows. A prefix that produces EOS is set aside as a
-    finished hypothesis scored log P / lp(L) (GNMT length penalty, `alpha`); the open beams are refilled
-    from the next best candidates. A sentence stops when its n_best finished hypotheses can no longer be
-    beaten by an open beam (`early_stop=False` skips that test), or at its length limit a * S_i + b.
-    Hypotheses come best first.
+    All B sentences x k beams run as one batch of B*k rows. A prefix that produces EOS
+    is set aside as a finished hypothesis scored log P / lp(L) (GNMT length penalty,
+    `alpha`); the open beams are refilled from the next best candidates. A sentence
+    stops when its n_best finished hypotheses can no longer be beaten by an open beam
+    (`early_stop=False` skips that test), or at its length limit a * S_i + b. Hypotheses
+    come best first.
     """
-    check_decoding(beam_size, alpha, model.config.tgt_vocab_size)
-    if not _integer(n_best) or not 1 <= n_best <= beam_size:
+    limits = _beam_limits(model, src, beam_size, alpha, n_best, max_len_a, max_len_b)
+    k, dev = beam_size, src.device
+    state, ys, beam_lp = _open_beams(model, src, k, use_cache)
+    sentences = list(range(src.shape[0]))  # the sentence of each live group of k rows
+    finished: list[list[Hypothesis]] = [[] for _ in sentences]
+    while sentences:
+        logp = state.step(ys).view(len(sentences), k, -1)  # (b, k, V)
+        done, rows, tokens, next_lp = _next_beams(
+            _ranked(logp, beam_lp),
+            sentences,
+            ys,
+            finished,
+            limits,
+            alpha,
+            n_best,
+            early_stop,
+        )
+        sentences = [s for s, d in zip(sentences, done) if not d]
+        if sentences:
+            rows = torch.tensor(rows, device=dev)  # (b'*k,): the row each beam extends
+            # the decoder state follows its beams
+            state.select(rows, same_sources=not any(done))
+            new = torch.tensor(tokens, device=dev)[:, None]  # (b'*k, 1)
+            ys = torch.cat([ys[rows], new], dim=1)  # (b'*k, t + 1)
+            beam_lp = torch.tensor(next_lp, dtype=logp.dtype, device=dev)  # (b', k)
+    return [hyps[:n_best] for hyps in finished]
+
+
+def _beam_limits(
+    model: Transformer,
+    src: Tensor,
+    k: int,
+    alpha: float,
+    n_best: int,
+    max_len_a: float,
+    max_len_b: int,
+) -> list[int]:
+    """Refuse what `beam_search` cannot run, else give each sentence's length limit."""
+    check_decoding(k, alpha, model.config.tgt_vocab_size)
+    if not _integer(n_best) or not 1 <= n_best <= k:
         raise InputError(
-            f"n_best={n_best!r}: the hypotheses returned per sentence, an integer from 1 to beam_size="
-            f"{beam_size}"
+            f"n_best={n_best!r}: the hypotheses returned per sentence, an integer "
+            f"from 1 to beam_size={k}"
         )
     _check_src(model, src)
-    k, B, dev = beam_size, src.shape[0], src.device
-    c = model.config
+    B, c = src.shape[0], model.config
     limits = output_limits(
         source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len
     )
     check_fits(
         _beam_bytes(model, B, src.shape[1], k, max(limits, default=1)),
-        dev,
+        src.device,
         f"beam search with a beam of {k} over {B} sentence(s)",
         "the beam size or the batch size",
     )
+    return limits
+
+
+def _open_beams(
+    model: Transformer, src: Tensor, k: int, use_cache: bool
+) -> tuple[DecoderSteps, Tensor, Tensor]:
+    """Encode each source once and open k beams: state, ys (B*k, 1), log P (B, k)."""
+    B, dev = src.shape[0], src.device
     state = _start(model, src, use_cache)  # each source encoded once...
-    state.select(
-        torch.arange(B, device=dev).repeat_interleave(k)
-    )  # ...then B*k rows: sentence 0's k beams first
-    sentences = list(range(B))  # the sentence of each live group of k rows
+    # ...then B*k rows: sentence 0's k beams first
+    state.select(torch.arange(B, device=dev).repeat_interleave(k))
     ys = torch.full((B * k, 1), BOS_ID, dtype=torch.long, device=dev)  # (b*k, t)
-    beam_lp = torch.full(
-        (B, k), -math.inf, dtype=torch.float64, device=dev
-    )  # (b, k): log P of each open beam
+    # (b, k): log P of each open beam
+    beam_lp = torch.full((B, k), -math.inf, dtype=torch.float64, device=dev)
     beam_lp[:, 0] = 0.0  # at the start the k beams are the same "$": keep one of them
-    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
-    while sentences:
-        b, t = len(sentences), ys.shape[1]  # each beam holds t - 1 tokens after "$"
-        logp = state.step(ys).view(b, k, -1)  # (b, k, V)
-        V = logp.shape[-1]
-        top_lp, top = (
-            (beam_lp.to(logp.dtype)[:, :, None] + logp)
-            .view(b, k * V)
-            .topk(2 * k, dim=-1)
-        )  # (b, 2k) each
-        ranked = zip(
-            top_lp.tolist(), (top // V).tolist(), (top % V).tolist()
-        )  # per sentence: log P, beam, token
-        next_rows, next_tok, next_lp, done = [], [], [], []
-        for g, (s, candidates) in enumerate(zip(sentences, ranked)):
-            chosen = _extend(
-                finished[s], ys[g * k : (g + 1) * k], *candidates, t, limits[s], alpha
-            )
-            done.append(
-                t >= limits[s]
-                or not chosen
-                or early_stop
-                and _settled(finished[s], chosen[0][2], n_best, limits[s], alpha)
-            )
-            if not done[-1]:
-                chosen += [(0, PAD_ID, -math.inf)] * (
-                    k - len(chosen)
-                )  # only with a vocabulary smaller than 2k
-                next_rows += [g * k + beam for beam, _, _ in chosen]
-                next_tok += [tok for _, tok, _ in chosen]
-                next_lp.append([lp for _, _, lp in chosen])
-        sentences = [s for s, d in zip(sentences, done) if not d]
-        if sentences:
-            rows = torch.tensor(
-                next_rows, device=dev
-            )  # (b'*k,): the old row each new beam extends
-            state.select(
-                rows, same_sources=not any(done)
-            )  # the decoder state follows its beams
-            ys = torch.cat(
-                [ys[rows], torch.tensor(next_tok, device=dev)[:, None]], dim=1
-            )  # (b'*k, t + 1)
-            beam_lp = torch.tensor(next_lp, dtype=logp.dtype, device=dev)  # (b', k)
-    return [hyps[:n_best] for hyps in finished]
+    return state, ys, beam_lp
 
 
-MAX_ALPHA = 10.0  # a practical bound: 0.6 to 1.5 are usual, and beyond 10 lp(L) swamps log P (lp(127) ~ 2.7e13)
+def _ranked(logp: Tensor, beam_lp: Tensor) -> Iterable[tuple[list, list, list]]:
+    """Each sentence's 2k best continuations of its beams: log P, beam, token lists."""
+    b, k, V = logp.shape  # logp: (b, k, V), beam_lp: (b, k)
+    scores = beam_lp.to(logp.dtype)[:, :, None] + logp  # (b, k, V)
+    top_lp, top = scores.view(b, k * V).topk(2 * k, dim=-1)  # (b, 2k) each
+    return zip(top_lp.tolist(), (top // V).tolist(), (top % V).tolist())
+
+
+def _next_beams(
+    ranked: Iterable[tuple[list, list, list]],
+    sentences: list[int],
+    ys: Tensor,
+    finished: list[list[Hypothesis]],
+    limits: list[int],
+    alpha: float,
+    n_best: int,
+    early_stop: bool,
+) -> tuple[list[bool], list[int], list[int], list[list[float]]]:
+    """Which live sentences are done; the rows, tokens and log P of the next beams."""
+    # ys: (b*k, t), each beam holds t - 1 tokens after "$"
+    k, t = len(ys) // len(sentences), ys.shape[1]
+    rows, tokens, lps, done = [], [], [], []
+    for g, (s, candidates) in enumerate(zip(sentences, ranked)):
+        chosen = _extend(
+            finished[s], ys[g * k : (g + 1) * k], *candidates, t, limits[s], alpha
+        )
+        done.append(
+            t >= limits[s]
+            or not chosen
+            or early_stop
+            and _settled(finished[s], chosen[0][2], n_best, limits[s], alpha)
+        )
+        if not done[-1]:
+            # only with a vocabulary smaller than 2k
+            chosen += [(0, PAD_ID, -math.inf)] * (k - len(chosen))
+            rows += [g * k + beam for beam, _, _ in chosen]
+            tokens += [tok for _, tok, _ in chosen]
+            lps.append([lp for _, _, lp in chosen])
+    return done, rows, tokens, lps
+
+
+# a practical bound: 0.6 to 1.5 are usual, and beyond 10 lp(L) swamps log P
+# (lp(127) ~ 2.7e13)
+MAX_ALPHA = 10.0
 
 
 def check_decoding(beam_size: int, alpha: float, vocab_size: int) -> None:
-    """Refuse a beam that is not an integer from 1 to the target vocabulary's size (a wider one has nothing to hold
-    at the first step), or a length penalty exponent that is not a number from 0 to `MAX_ALPHA` (a NaN exponent
-    would make every score NaN, so that none could win)."""
+    """Refuse a beam that is not an integer from 1 to the target vocabulary's size (a
+    wider one has nothing to hold at the first step), or a length penalty exponent that
+    is not a number from 0 to `MAX_ALPHA` (a NaN exponent would make every score NaN, so
+    that none could win)."""
     if not _integer(beam_size) or not 1 <= beam_size <= vocab_size:
         raise InputError(
-            f"beam_size={beam_size!r}: give an integer from 1 (greedy decoding) to the target "
-            f"vocabulary's {vocab_size} pieces; beams of 4 to 8 are usual"
+            f"beam_size={beam_size!r}: give an integer from 1 (greedy decoding) to the "
+            f"target vocabulary's {vocab_size} pieces; beams of 4 to 8 are usual"
         )
-    if (
-        not _real(alpha) or not 0 <= alpha <= MAX_ALPHA
-    ):  # a NaN makes every score NaN; a huge one overflows lp
+    # a NaN makes every score NaN; a huge one overflows lp
+    if not _real(alpha) or not 0 <= alpha <= MAX_ALPHA:
         raise InputError(
-            f"alpha={alpha!r}: the length penalty's exponent must be a number from 0 to {MAX_ALPHA} "
-            "(0.6 to 1.5 are usual)"
+            f"alpha={alpha!r}: the length penalty's exponent must be a number from 0 "
+            f"to {MAX_ALPHA} (0.6 to 1.5 are usual)"
         )
 
 
 def _beam_bytes(model: Transformer, B: int, S: int, k: int, steps: int) -> int:
-    """About the most memory beam search holds: per row (B * k of them) the next-token scores and their sums
-    (3 x V floats) and the keys and values of every decoder layer (self-attention up to `steps` positions,
-    cross-attention over S), twice: reordering the rows for the beams copies the cache while the old one is
-    alive. In float32; the model's own activations are not counted, so passing is no guarantee."""
+    """About the most memory beam search holds: per row (B * k of them) the next-token
+    scores and their sums (3 x V floats) and the keys and values of every decoder layer
+    (self-attention up to `steps` positions, cross-attention over S), twice: reordering
+    the rows for the beams copies the cache while the old one is alive. In float32; the
+    model's own activations are not counted, so passing is no guarantee."""
     c = model.config
     per_row = (
         3 * c.tgt_vocab_size + 2 * 2 * c.num_decoder_layers * (steps + S) * c.d_model
@@ -393,9 +449,10 @@ def _extend(
     limit: int,
     alpha: float,
 ) -> list[tuple[int, int, float]]:
-    """One sentence's 2k best candidates (log P, which beam, which token), best first: those that end in EOS
-    join `hyps` as finished hypotheses, the k best others are returned as (beam, token, log P), the next
-    beams. At the length limit those become unfinished hypotheses instead. `hyps` keeps its k best, best first.
+    """One sentence's 2k best candidates (log P, which beam, which token), best first:
+    those that end in EOS join `hyps` as finished hypotheses, the k best others are
+    returned as (beam, token, log P), the next beams. At the length limit those become
+    unfinished hypotheses instead. `hyps` keeps its k best, best first.
     """
     k = len(beams)  # beams: (k, t), this sentence's rows of ys
     chosen = []
@@ -429,8 +486,9 @@ def _extend(
 def _settled(
     hyps: list[Hypothesis], best_open_lp: float, n_best: int, limit: int, alpha: float
 ) -> bool:
-    """True when the n_best finished hypotheses are final: an open beam's log P only falls as it grows, and
-    lp(L) <= lp(limit) for alpha >= 0, so log P / lp(limit) bounds every score the best open beam can reach."""
+    """True when the n_best finished hypotheses are final: an open beam's log P only
+    falls as it grows, and lp(L) <= lp(limit) for alpha >= 0, so log P / lp(limit)
+    bounds every score the best open beam can reach."""
     return len(hyps) >= n_best and hyps[
         n_best - 1
     ].score >= best_open_lp / length_penalty(limit, alpha)
@@ -440,7 +498,8 @@ DEFAULT_DECODING = {"beam_size": 4, "alpha": 0.6}
 
 
 def decoding_settings(checkpoint) -> dict:
-    """The beam size and length penalty a model recommends: its `decoding.json`, else `DEFAULT_DECODING`."""
+    """The beam size and length penalty a model recommends: its `decoding.json`,
+    else `DEFAULT_DECODING`."""
     path = (
         Path(checkpoint.path) / "decoding.json"
         if getattr(checkpoint, "path", None)
@@ -454,13 +513,13 @@ def decoding_settings(checkpoint) -> dict:
         )
     except OSError as e:
         raise CheckpointError(
-            f"{path} cannot be read ({e.strerror}): fix it, or delete it to decode with "
-            f"{DEFAULT_DECODING}"
+            f"{path} cannot be read ({e.strerror}): fix it, or delete it to "
+            f"decode with {DEFAULT_DECODING}"
         ) from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise CheckpointError(
-            f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): fix it, or delete it to decode with "
-            f"{DEFAULT_DECODING}"
+            f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): fix it, "
+            f"or delete it to decode with {DEFAULT_DECODING}"
         ) from None
     settings = (
         {k: chosen.get(k, v) for k, v in DEFAULT_DECODING.items()}
@@ -475,39 +534,45 @@ def decoding_settings(checkpoint) -> dict:
         )
     except InputError as e:
         raise CheckpointError(
-            f'{path} must hold {{"beam_size": an integer from 1 to the target vocabulary\'s size, '
-            f'"alpha": a number from 0 to {MAX_ALPHA:g}}}, got {chosen!r:.80} ({e}): fix it, or delete it to decode '
+            f'{path} must hold {{"beam_size": an integer from 1 to the target '
+            f'vocabulary\'s size, "alpha": a number from 0 to {MAX_ALPHA:g}}}, '
+            f"got {chosen!r:.80} ({e}): fix it, or delete it to decode "
             f"with {DEFAULT_DECODING}"
         ) from None
     return settings
 
 
 def _checked_sentences(checkpoint, sentences, batch_size) -> list[str]:
-    """`translate`'s arguments, each refused with its name and what it must be; the sentences as a list."""
+    """`translate`'s arguments, each refused with its name and what it must be;
+    the sentences as a list."""
     if not all(
         hasattr(checkpoint, a) for a in ("model", "src_tokenizer", "tgt_tokenizer")
     ):
         raise InputError(
-            f'checkpoint must be a loaded model (transformer.load_translator("multi30k-de-en") or a '
+            "checkpoint must be a loaded model "
+            '(transformer.load_translator("multi30k-de-en") or a '
             f"run's folder), got {type(checkpoint).__name__}"
         )
     if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Iterable):
         raise InputError(
-            f"sentences must be a list of strings, got {type(sentences).__name__}: for one sentence, "
-            "pass [sentence]"
+            f"sentences must be a list of strings, got {type(sentences).__name__}: for "
+            "one sentence, pass [sentence]"
         )
     sentences = list(sentences)
     for i, s in enumerate(sentences):
         if not isinstance(s, str):
             raise InputError(
-                f"sentences[{i}] is {type(s).__name__}, not a str: every sentence must be a string"
+                f"sentences[{i}] is {type(s).__name__}, not a str: every "
+                "sentence must be a string"
             )
         try:
             s.encode("utf-8")
-        except UnicodeEncodeError as e:  # a lone surrogate: bytes that were not UTF-8, decoded with errors="surrogateescape"
+        except UnicodeEncodeError as e:
+            # a lone surrogate: bytes that were not UTF-8, decoded with
+            # errors="surrogateescape"
             raise InputError(
-                f"sentences[{i}] is not valid Unicode: character {e.start + 1} is a lone surrogate "
-                "(text read from bytes that were not UTF-8)"
+                f"sentences[{i}] is not valid Unicode: character {e.start + 1} is a "
+                "lone surrogate (text read from bytes that were not UTF-8)"
             ) from None
     if not _integer(batch_size) or batch_size < 1:
         raise InputError(f"batch_size={batch_size!r} must be an integer >= 1")
@@ -515,8 +580,9 @@ def _checked_sentences(checkpoint, sentences, batch_size) -> list[str]:
 
 
 def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """The indices of the non-empty sentences, shortest first, cut into batches of at most `batch_size`:
-    sentences of about one length share a batch, so little padding is computed."""
+    """The indices of the non-empty sentences, shortest first, cut into batches of at
+    most `batch_size`: sentences of about one length share a batch, so little padding is
+    computed."""
     order = sorted((i for i, n in enumerate(lengths) if n), key=lambda i: lengths[i])
     return [
         order[start : start + batch_size] for start in range(0, len(order), batch_size)
@@ -524,7 +590,8 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
 
 
 def pad_rows(rows: Sequence[Sequence[int]], pad_id: int) -> list[list[int]]:
-    """Token id lists -> one rectangle: each row filled with `pad_id` on the right up to the longest."""
+    """Token id lists -> one rectangle: each row filled with `pad_id` on the
+    right up to the longest."""
     width = max(map(len, rows), default=0)
     return [list(row) + [pad_id] * (width - len(row)) for row in rows]
 
@@ -540,69 +607,100 @@ def translate(
     max_len_b: int = 10,
     on_truncate: Callable[[int, int, int], None] | None = None,
 ) -> list[str]:
-    """Translate sentences with a loaded checkpoint (`load_translator`): one output string per input, in order.
+    """Translate sentences with a loaded checkpoint (`load_translator`): one output
+    string per input, in order.
 
-    Sentences are sorted by length and decoded `batch_size` at a time (beam search, or greedy when
-    beam_size == 1; beam_size and alpha default to `decoding_settings(checkpoint)`). An empty sentence
-    gives an empty output without touching the model. A sentence longer than the model's `max_len` tokens
-    is cut to fit, and `on_truncate(index, tokens, kept)` is told (by default a `UserWarning` names it). A
-    `sentences` that is one string rather than a list of them, a beam that is not an integer from 1 to the target
-    vocabulary's size, an `alpha` outside 0 to `MAX_ALPHA`, or a beam whose estimated memory exceeds the free memory
-    raises `InputError`.
+    Sentences are sorted by length and decoded `batch_size` at a time (beam search, or
+    greedy when beam_size == 1; beam_size and alpha default to
+    `decoding_settings(checkpoint)`). An empty sentence gives an empty output without
+    touching the model. A sentence longer than the model's `max_len` tokens is cut to
+    fit, and `on_truncate(index, tokens, kept)` is told (by default a `UserWarning`
+    names it). A `sentences` that is one string rather than a list of them, a beam that
+    is not an integer from 1 to the target vocabulary's size, an `alpha` outside 0 to
+    `MAX_ALPHA`, or a beam whose estimated memory exceeds the free memory raises
+    `InputError`.
     """
     sentences = _checked_sentences(checkpoint, sentences, batch_size)
     settings = decoding_settings(checkpoint)
     beam_size = settings["beam_size"] if beam_size is None else beam_size
     alpha = settings["alpha"] if alpha is None else alpha
-    model, src_tok, tgt_tok = (
-        checkpoint.model,
-        checkpoint.src_tokenizer,
-        checkpoint.tgt_tokenizer,
-    )
+    model = checkpoint.model
     check_decoding(beam_size, alpha, model.config.tgt_vocab_size)
     device, limit = next(model.parameters()).device, model.config.max_len
-    ids = src_tok.encode_batch([s.strip() for s in sentences])
-    for i, x in enumerate(ids):
-        if len(x) > limit:
-            if on_truncate is None:
-                warnings.warn(
-                    f"sentence {i + 1} has {len(x)} tokens but the model reads at most {limit}: "
-                    f"it was cut to its first {limit}",
-                    stacklevel=2,
-                )
-            else:
-                on_truncate(i, len(x), limit)
-            ids[i] = x[:limit]
+    ids = _cut_to_fit(
+        checkpoint.src_tokenizer.encode_batch([s.strip() for s in sentences]),
+        limit,
+        on_truncate,
+    )
     out = [""] * len(ids)
     batches = length_batches([len(x) for x in ids], batch_size)
-    if (
-        batches and beam_size > 1
-    ):  # the largest batch the search will hold, checked before the first is decoded
-        S, b = len(ids[batches[-1][-1]]), len(batches[0])
-        check_fits(
-            _beam_bytes(model, b, S, beam_size, limit),
-            device,
-            f"beam search with a beam of {beam_size} over batches of {b} sentences",
-            "the beam size or the batch size",
-        )
+    if batches and beam_size > 1:
+        _check_beam_fits(model, ids, batches, beam_size, device)
     for chunk in batches:
         src = torch.tensor(
             pad_rows([ids[i] for i in chunk], model.config.pad_id), device=device
         )  # (b, S)
-        if beam_size == 1:
-            best = greedy_decode(model, src, max_len_a=max_len_a, max_len_b=max_len_b)
-        else:
-            best = [
-                n[0]
-                for n in beam_search(
-                    model,
-                    src,
-                    beam_size=beam_size,
-                    alpha=alpha,
-                    max_len_a=max_len_a,
-                    max_len_b=max_len_b,
-                )
-            ]
-        for i, text in zip(chunk, tgt_tok.decode_batch([h.tokens for h in best])):
+        best = _best_hypotheses(model, src, beam_size, alpha, max_len_a, max_len_b)
+        texts = checkpoint.tgt_tokenizer.decode_batch([h.tokens for h in best])
+        for i, text in zip(chunk, texts):
             out[i] = text
     return out
+
+
+def _cut_to_fit(
+    ids: list[list[int]],
+    limit: int,
+    on_truncate: Callable[[int, int, int], None] | None,
+) -> list[list[int]]:
+    """Cut every sentence longer than `limit` tokens, and tell `on_truncate` or warn."""
+    for i, x in enumerate(ids):
+        if len(x) > limit:
+            if on_truncate is None:
+                warnings.warn(
+                    f"sentence {i + 1} has {len(x)} tokens but the model reads at most "
+                    f"{limit}: it was cut to its first {limit}",
+                    stacklevel=3,  # the line that called `translate`
+                )
+            else:
+                on_truncate(i, len(x), limit)
+            ids[i] = x[:limit]
+    return ids
+
+
+def _check_beam_fits(
+    model: Transformer,
+    ids: list[list[int]],
+    batches: list[list[int]],
+    beam_size: int,
+    device: torch.device,
+) -> None:
+    """Refuse, before any batch is decoded, a beam the largest batch cannot hold."""
+    S, b = len(ids[batches[-1][-1]]), len(batches[0])
+    check_fits(
+        _beam_bytes(model, b, S, beam_size, model.config.max_len),
+        device,
+        f"beam search with a beam of {beam_size} over batches of {b} sentences",
+        "the beam size or the batch size",
+    )
+
+
+def _best_hypotheses(
+    model: Transformer,
+    src: Tensor,
+    beam_size: int,
+    alpha: float,
+    max_len_a: float,
+    max_len_b: int,
+) -> list[Hypothesis]:
+    """The best hypothesis of each sentence of src (b, S), by greedy or beam search."""
+    if beam_size == 1:
+        return greedy_decode(model, src, max_len_a=max_len_a, max_len_b=max_len_b)
+    beams = beam_search(
+        model,
+        src,
+        beam_size=beam_size,
+        alpha=alpha,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+    )
+    return [n[0] for n in beams]

@@ -15,10 +15,11 @@ from .memory import check_device
 
 # %% ../../notebooks/94_distributed.ipynb #c5596374
 def select_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
-    """The device to train on: CUDA if present, then Apple's MPS, then the CPU; or the one asked for.
+    """The device to train on: CUDA if present, then Apple's MPS, then
+    the CPU; or the one asked for.
 
-    Under `torchrun`, process `local_rank` of a machine takes GPU `local_rank`. A name that is not a device, or a
-    device this machine lacks, is a `ConfigError`.
+    Under `torchrun`, process `local_rank` of a machine takes GPU `local_rank`. A name
+    that is not a device, or a device this machine lacks, is a `ConfigError`.
     """
     mps = getattr(torch.backends, "mps", None)
     mps_ok = mps is not None and mps.is_available()

@@ -11,16 +11,18 @@ from torch import Tensor, nn
 
 # %% ../../notebooks/05_embeddings.ipynb #bd1e9303
 def sinusoidal_positional_encoding(max_len: int, d_model: int) -> Tensor:
-    """The (max_len, D) table PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same angle).
+    """The (max_len, D) table PE[pos, 2i] = sin(pos / 10000^(2i/D)),
+    PE[pos, 2i+1] = cos(same angle).
 
-    A fixed, parameter-free code for positions 0 .. max_len-1, added to token vectors so that
-    attention (which ignores order) can see where each token stands. Built in float64, returned
-    as float32.
+    A fixed, parameter-free code for positions 0 .. max_len-1, added to token vectors so
+    that attention (which ignores order) can see where each token stands. Built in
+    float64, returned as float32.
     """
     if d_model <= 0 or d_model % 2 != 0:
         raise ValueError(
-            f"d_model={d_model} must be a positive even number: each frequency needs a sine "
-            f"and a cosine dimension (try d_model={max(2, d_model + d_model % 2)})"
+            f"d_model={d_model} must be a positive even number: each frequency needs "
+            "a sine and a cosine dimension "
+            f"(try d_model={max(2, d_model + d_model % 2)})"
         )
     if max_len < 0:
         raise ValueError(f"max_len={max_len} must be >= 0")
@@ -34,13 +36,16 @@ def sinusoidal_positional_encoding(max_len: int, d_model: int) -> Tensor:
 
 # %% ../../notebooks/05_embeddings.ipynb #3362350f
 class TokenEmbedding(nn.Module):
-    """Token ids (B, L) -> vectors (B, L, D): a learned lookup table, multiplied by sqrt(D).
+    """Token ids (B, L) -> vectors (B, L, D): a learned lookup table,
+    multiplied by sqrt(D).
 
-    The factor lifts rows whose entries are of size about 1/sqrt(D) (what a table tied with the output
-    projection wants) to entries of size about 1, the scale of the positional encoding, so that neither
-    drowns the other in the sum. It assumes such a small init: with the model's Xavier init (entries of
-    size sqrt(2/(|V|+D)), smaller still) the scaled rows stay within a small factor of the encoding, while
-    nn.Embedding's default N(0, 1) init would give rows of length about D, far longer than the encoding.
+    The factor lifts rows whose entries are of size about 1/sqrt(D) (what a table tied
+    with the output projection wants) to entries of size about 1, the scale of the
+    positional encoding, so that neither drowns the other in the sum. It assumes such a
+    small init: with the model's Xavier init (entries of size sqrt(2/(|V|+D)), smaller
+    still) the scaled rows stay within a small factor of the encoding, while
+    nn.Embedding's default N(0, 1) init would give rows of length about D, far longer
+    than the encoding.
     """
 
     def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = None):
@@ -58,7 +63,8 @@ class TokenEmbedding(nn.Module):
 
 # %% ../../notebooks/05_embeddings.ipynb #f22818e5
 class PositionalEncoding(nn.Module):
-    """(B, L, D) -> (B, L, D): adds PE rows offset .. offset+L-1 (sinusoidal, fixed), then dropout.
+    """(B, L, D) -> (B, L, D): adds PE rows offset .. offset+L-1 (sinusoidal, fixed),
+    then dropout.
 
     `offset` lets incremental decoding give a new token at position t the encoding of t.
     """
@@ -74,7 +80,8 @@ class PositionalEncoding(nn.Module):
         L = x.shape[1]
         if offset < 0:
             raise ValueError(
-                f"offset={offset} must be >= 0: it is the position of the first token in x"
+                f"offset={offset} must be >= 0: "
+                "it is the position of the first token in x"
             )
         if offset + L > self.pe.shape[0]:
             raise ValueError(

@@ -16,19 +16,19 @@ from .multihead import MultiHeadAttention, copy_weights_from_torch
 
 # %% ../../notebooks/06_encoder.ipynb #5612c9d7
 class FeedForward(nn.Module):
-    """Position-wise ReLU(X W_1 + b_1) W_2 + b_2: (B, L, D) -> (B, L, D), through width d_ff.
+    """Position-wise ReLU(X W_1 + b_1) W_2 + b_2: (B, L, D) -> (B, L, D),
+    through width d_ff.
 
-    The same two-layer network is applied to every position on its own; it is where each token's
-    vector gets transformed after attention has mixed in the others.
+    The same two-layer network is applied to every position on its own; it is where each
+    token's vector gets transformed after attention has mixed in the others.
     """
 
     def __init__(
         self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True
     ):
         super().__init__()
-        self.linear1 = nn.Linear(
-            d_model, d_ff, bias=bias
-        )  # W_1: (D, d_ff), b_1: (d_ff,)
+        # W_1: (D, d_ff), b_1: (d_ff,)
+        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)  # W_2: (d_ff, D), b_2: (D,)
         self.dropout = nn.Dropout(dropout)
 
@@ -39,11 +39,13 @@ class FeedForward(nn.Module):
 # %% ../../notebooks/06_encoder.ipynb #block-parts
 @dataclass(frozen=True)
 class Parts:
-    """What each piece of the model is made with: a function per piece, called once per piece built.
+    """What each piece of the model is made with: a function per piece,
+    called once per piece built.
 
-    norm(D), feed_forward(D, d_ff, dropout), self_attention(D, h, dropout), and for the decoder (chapter 07)
-    cross_attention(D, h, dropout); for the whole model (chapter 08) positions(D, max_len, dropout), applied
-    to the embeddings, and generator(D, |V|). The defaults are the paper's pieces; chapter 16 passes others.
+    norm(D), feed_forward(D, d_ff, dropout), self_attention(D, h, dropout), and for the
+    decoder (chapter 07) cross_attention(D, h, dropout); for the whole model
+    (chapter 08) positions(D, max_len, dropout), applied to the embeddings, and
+    generator(D, |V|). The defaults are the paper's pieces; chapter 16 passes others.
     """
 
     norm: Callable[[int], nn.Module] = nn.LayerNorm
@@ -54,17 +56,19 @@ class Parts:
     generator: Callable[[int, int], nn.Module] = nn.Linear
 
 
-PAPER = (
-    Parts()
-)  # the 2017 block: LayerNorm, ReLU feed-forward, biases everywhere, sinusoids added
+# the 2017 block: LayerNorm, ReLU feed-forward, biases everywhere, sinusoids added
+PAPER = Parts()
 
 # %% ../../notebooks/06_encoder.ipynb #491a8ae5
 class EncoderLayer(nn.Module):
-    """One encoder block: self-attention then feed-forward, each with a residual connection and LayerNorm.
+    """One encoder block: self-attention then feed-forward,
+    each with a residual connection and LayerNorm.
 
-    x: (B, S, D), mask: boolean, True = may attend, broadcastable to (B, h, S, S) -> (B, S, D).
-    norm_first=False is the paper's LN(x + Sublayer(x)); True is x + Sublayer(LN(x)), which keeps an
-    identity path through the whole stack. `parts` says what the attention, feed-forward and norms are made with.
+    x: (B, S, D), mask: boolean, True = may attend, broadcastable to
+    (B, h, S, S) -> (B, S, D).
+    norm_first=False is the paper's LN(x + Sublayer(x)); True is x + Sublayer(LN(x)),
+    which keeps an identity path through the whole stack. `parts` says what the
+    attention, feed-forward and norms are made with.
     """
 
     def __init__(
@@ -80,17 +84,15 @@ class EncoderLayer(nn.Module):
         self.self_attn = parts.self_attention(d_model, num_heads, dropout)
         self.feed_forward = parts.feed_forward(d_model, d_ff, dropout)
         self.norm1, self.norm2 = parts.norm(d_model), parts.norm(d_model)
-        self.dropout = nn.Dropout(
-            dropout
-        )  # on each sublayer's output, before the residual sum
+        # on each sublayer's output, before the residual sum
+        self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         if self.norm_first:  # pre-norm: x + Sublayer(LN(x))
             x_norm = self.norm1(x)  # (B, S, D)
-            x = x + self.dropout(
-                self.self_attn(x_norm, x_norm, x_norm, mask)
-            )  # (B, S, D)
+            # (B, S, D)
+            x = x + self.dropout(self.self_attn(x_norm, x_norm, x_norm, mask))
             return x + self.dropout(self.feed_forward(self.norm2(x)))  # (B, S, D)
         # post-norm, as in the paper: LN(x + Sublayer(x))
         x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))  # (B, S, D)
@@ -98,10 +100,11 @@ class EncoderLayer(nn.Module):
 
 # %% ../../notebooks/06_encoder.ipynb #9932f508
 class Encoder(nn.Module):
-    """N encoder layers: X (B, S, D) -> C (B, S, D), the encoded source the decoder attends to.
+    """N encoder layers: X (B, S, D) -> C (B, S, D),
+    the encoded source the decoder attends to.
 
-    With norm_first=True a final norm closes the stack (pre-norm never normalises the residual
-    stream itself); with the paper's post-norm every layer already ends in one.
+    With norm_first=True a final norm closes the stack (pre-norm never normalises the
+    residual stream itself); with the paper's post-norm every layer already ends in one.
     """
 
     def __init__(
@@ -131,21 +134,26 @@ class Encoder(nn.Module):
 def copy_encoder_layer_from_torch(
     ours: EncoderLayer, ref: nn.TransformerEncoderLayer
 ) -> EncoderLayer:
-    """Copy a `torch.nn.TransformerEncoderLayer`'s weights into an `EncoderLayer`, so the two can be compared.
+    """Copy a `torch.nn.TransformerEncoderLayer`'s weights into an `EncoderLayer`,
+    so the two can be compared.
 
-    The torch layer must use ReLU and the same norm_first; its LayerNorm eps must be ours (1e-5).
+    The torch layer must use ReLU and the same norm_first; its LayerNorm eps must be
+    ours (1e-5).
     """
     if ref.norm_first != ours.norm_first:
         raise ValueError(
-            f"norm_first differs: ours {ours.norm_first}, torch {ref.norm_first}; build both the same way"
+            f"norm_first differs: ours {ours.norm_first}, torch {ref.norm_first}; "
+            "build both the same way"
         )
     if ref.activation is not F.relu and not isinstance(ref.activation, nn.ReLU):
         raise ValueError(
-            f"torch layer uses activation {ref.activation}; ours is ReLU: build it with activation='relu'"
+            f"torch layer uses activation {ref.activation}; ours is ReLU: "
+            "build it with activation='relu'"
         )
     if ref.linear1.out_features != ours.feed_forward.linear1.out_features:
         raise ValueError(
-            f"d_ff differs: ours {ours.feed_forward.linear1.out_features}, torch {ref.linear1.out_features}"
+            f"d_ff differs: ours {ours.feed_forward.linear1.out_features}, "
+            f"torch {ref.linear1.out_features}"
         )
     if (ref.norm1.eps, ref.norm2.eps) != (ours.norm1.eps, ours.norm2.eps):
         raise ValueError(

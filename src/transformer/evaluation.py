@@ -23,7 +23,8 @@ from .files import atomic_write_bytes, create_folder
 # %% ../../notebooks/12_evaluation.ipynb #7189229f
 @dataclass
 class Score:
-    """One corpus-level number, the name of its metric, and sacreBLEU's signature (how to reproduce it)."""
+    """One corpus-level number, the name of its metric, and sacreBLEU's signature (how
+    to reproduce it)."""
 
     metric: str
     score: float
@@ -34,16 +35,18 @@ class Score:
 
 
 def _streams(references: Sequence) -> list[list[str | None]]:
-    """References as sacreBLEU takes them: one stream per reference slot, each as long as the corpus.
+    """References as sacreBLEU takes them: one stream per reference slot, each as long
+    as the corpus.
 
-    Accepts one reference per sentence (a list of str) or several (a list of lists, of any lengths:
-    missing slots become None, which sacreBLEU skips for that sentence).
+    Accepts one reference per sentence (a list of str) or several (a list of lists, of
+    any lengths: missing slots become None, which sacreBLEU skips for that sentence).
     """
     if all(isinstance(r, str) for r in references):
         return [list(references)]
     if any(isinstance(r, str) or len(r) == 0 for r in references):
         raise ValueError(
-            "give either one reference string per sentence, or a non-empty list of them per sentence"
+            "give either one reference string per sentence, "
+            "or a non-empty list of them per sentence"
         )
     n = max(len(r) for r in references)
     return [[r[i] if i < len(r) else None for r in references] for i in range(n)]
@@ -52,8 +55,8 @@ def _streams(references: Sequence) -> list[list[str | None]]:
 def _check_aligned(hypotheses: Sequence[str], references: Sequence) -> None:
     if len(hypotheses) != len(references):
         raise ValueError(
-            f"{len(hypotheses)} hypotheses but {len(references)} references: they must align "
-            "line by line"
+            f"{len(hypotheses)} hypotheses but {len(references)} references: "
+            "they must align line by line"
         )
 
 
@@ -64,10 +67,12 @@ def corpus_bleu(
     tokenize: str = "13a",
     lowercase: bool = False,
 ) -> Score:
-    """Corpus BLEU (sacreBLEU) of detokenised hypotheses against one or several references per sentence.
+    """Corpus BLEU (sacreBLEU) of detokenised hypotheses against one or several
+    references per sentence.
 
-    The defaults are the standard: cased, sacreBLEU's `13a` tokenisation. Use tokenize="zh" for Chinese;
-    lowercase=True gives the more lenient variant that some older Multi30k tutorials report.
+    The defaults are the standard: cased, sacreBLEU's `13a` tokenisation. Use
+    tokenize="zh" for Chinese; lowercase=True gives the more lenient variant that some
+    older Multi30k tutorials report.
     """
     _check_aligned(hypotheses, references)
     metric = BLEU(tokenize=tokenize, lowercase=lowercase)
@@ -80,7 +85,8 @@ def corpus_bleu(
 
 
 def corpus_chrf(hypotheses: Sequence[str], references: Sequence) -> Score:
-    """Corpus chrF (character n-gram F-score, sacreBLEU): partial credit for near-miss word forms."""
+    """Corpus chrF (character n-gram F-score, sacreBLEU): partial credit for near-miss
+    word forms."""
     _check_aligned(hypotheses, references)
     metric = CHRF()
     result = metric.corpus_score(list(hypotheses), _streams(references))
@@ -90,10 +96,11 @@ def corpus_chrf(hypotheses: Sequence[str], references: Sequence) -> Score:
 def group_references(
     pairs: Sequence[tuple[str, str]],
 ) -> tuple[list[str], list[list[str]]]:
-    """(source, target) pairs -> the unique sources, in first-seen order, each with all its targets.
+    """(source, target) pairs -> the unique sources, in first-seen order, each with all
+    its targets.
 
-    Tatoeba lists a sentence once per accepted translation: grouped, each is translated once and scored
-    against every accepted translation.
+    Tatoeba lists a sentence once per accepted translation: grouped, each is translated
+    once and scored against every accepted translation.
     """
     grouped: OrderedDict[str, list[str]] = OrderedDict()
     for src, tgt in pairs:
@@ -103,24 +110,28 @@ def group_references(
     return list(grouped), list(grouped.values())
 
 # %% ../../notebooks/12_evaluation.ipynb #b8cc869b
-_SPLIT_NAME = re.compile(
-    r"\w[\w.-]*"
-)  # a file name's stem: no separator, never "." or ".."
+# a file name's stem: no separator, never "." or ".."
+_SPLIT_NAME = re.compile(r"\w[\w.-]*")
 
 
 def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
-    """Make sure `out` is a folder this process can write into: create it (and its missing parents) and write a
-    probe file, and check that the `names` it will write there are files or absent. Returns the topmost folder it
-    created (None if `out` existed), or raises `InputError` with nothing left behind."""
+    """Make sure `out` is a folder this process can write into: create it (and its
+    missing parents) and write a probe file, and check that the `names` it will write
+    there are files or absent. Returns the topmost folder it created (None if `out`
+    existed), or raises `InputError` with nothing left behind."""
     if out.exists() and not out.is_dir():
         raise InputError(
-            f"out_dir={out} is a file, not a folder: give a folder for <split>.hyp and <split>.json"
+            f"out_dir={out} is a file, not a folder: "
+            "give a folder for <split>.hyp and <split>.json"
         )
-    for name in names:  # a folder (or anything but a file) where a result goes would stop the writing half-way
+    # a folder (or anything but a file) where a result goes would stop the writing
+    # half-way
+    for name in names:
         target = out / name
         if (target.exists() or target.is_symlink()) and not target.is_file():
             raise InputError(
-                f"{target} exists and is not a file: move it away, or give another out_dir"
+                f"{target} exists and is not a file: "
+                "move it away, or give another out_dir"
             )
     top = None
     try:
@@ -130,39 +141,20 @@ def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
         if top is not None:
             shutil.rmtree(top, ignore_errors=True)
         raise InputError(
-            f"out_dir={out} cannot be written: {e.strerror}; give a folder you can write to "
-            "(--out-dir)"
+            f"out_dir={out} cannot be written: {e.strerror}; "
+            "give a folder you can write to (--out-dir)"
         ) from None
     return top
 
 
-def evaluate_pairs(
-    checkpoint,
-    pairs: Sequence[tuple[str, str]],
-    split: str,
-    *,
-    beam_size: int | None = None,
-    alpha: float | None = None,
-    batch_size: int = 64,
-    out_dir: str | Path | None = None,
-    limit: int = 0,
-) -> dict:
-    """Translate the sources of `pairs` (source, reference) and score them: BLEU (and lowercased BLEU) and chrF.
-
-    `split` names the pairs in the report and in the files written (`transformer.checkpoints.evaluate_checkpoint`
-    looks a split of the checkpoint's own corpus up by name and calls this).
-
-    Sources with several references (Tatoeba) are translated once and scored against all of them; the
-    first-reference-only BLEU is reported beside it. With `out_dir`, writes `<split>.hyp` and
-    `<split>.json` there. `limit` > 0 keeps only the first `limit` unique sources (0: all of them). Beam size and
-    length penalty default to the model's recommendation (`decoding_settings`).
-    """
+def _check_evaluation_inputs(pairs, split: str, limit: int) -> None:
+    """Refuse a `limit`, a `split` name or `pairs` that `evaluate_pairs` cannot use."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise InputError(f"limit={limit!r} must be an integer >= 0 (0: every sentence)")
     if not isinstance(split, str) or not _SPLIT_NAME.fullmatch(split):
         raise InputError(
-            f"split={split!r} names the files written (<split>.hyp, <split>.json): give a plain name "
-            "such as val or test_2016_flickr, without a path"
+            f"split={split!r} names the files written (<split>.hyp, <split>.json): "
+            "give a plain name such as val or test_2016_flickr, without a path"
         )
     if isinstance(pairs, (str, bytes)) or not all(
         isinstance(p, (tuple, list))
@@ -174,20 +166,17 @@ def evaluate_pairs(
     if not pairs:
         raise InputError("pairs is empty: there is nothing to score")
 
-    settings = decoding_settings(
-        checkpoint
-    )  # the model's recommended beam size and length penalty
-    beam_size = settings["beam_size"] if beam_size is None else beam_size
-    alpha = settings["alpha"] if alpha is None else alpha
-    data = checkpoint.train_config.data
-    sources, references = group_references(pairs)
-    if limit:
-        sources, references = sources[:limit], references[:limit]
-    created = (
-        _writable_folder(Path(out_dir), (f"{split}.hyp", f"{split}.json"))
-        if out_dir is not None
-        else None
-    )  # before the work, not after it
+
+def _timed_translations(
+    checkpoint,
+    sources: list[str],
+    created: Path | None,
+    *,
+    beam_size: int,
+    alpha: float,
+    batch_size: int,
+) -> tuple[list[str], float]:
+    """The translations of `sources` and their seconds; a failure removes `created`."""
     start = time.perf_counter()
     try:
         hypotheses = translate(
@@ -202,8 +191,14 @@ def evaluate_pairs(
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
         raise
-    seconds = time.perf_counter() - start
-    tokenize = "zh" if data.tgt_lang.startswith("zh") else "13a"
+    return hypotheses, time.perf_counter() - start
+
+
+def _scores(
+    hypotheses: list[str], references: list[list[str]], tgt_lang: str
+) -> list[Score]:
+    """BLEU (also against the first reference alone, and lowercased) and chrF."""
+    tokenize = "zh" if tgt_lang.startswith("zh") else "13a"
     scores = [corpus_bleu(hypotheses, references, tokenize=tokenize)]
     if any(len(r) > 1 for r in references):
         first = corpus_bleu(hypotheses, [r[0] for r in references], tokenize=tokenize)
@@ -211,6 +206,68 @@ def evaluate_pairs(
     if tokenize == "13a":
         scores.append(corpus_bleu(hypotheses, references, lowercase=True))
     scores.append(corpus_chrf(hypotheses, references))
+    return scores
+
+
+def _write_results(out: Path, split: str, hypotheses: list[str], report: dict) -> None:
+    """Write `<split>.hyp` (a translation per line) and `<split>.json` (the report)."""
+    atomic_write_bytes(
+        out / f"{split}.hyp", "".join(h + "\n" for h in hypotheses).encode("utf-8")
+    )
+    atomic_write_bytes(
+        out / f"{split}.json",
+        (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+    )
+
+
+def evaluate_pairs(
+    checkpoint,
+    pairs: Sequence[tuple[str, str]],
+    split: str,
+    *,
+    beam_size: int | None = None,
+    alpha: float | None = None,
+    batch_size: int = 64,
+    out_dir: str | Path | None = None,
+    limit: int = 0,
+) -> dict:
+    """Translate the sources of `pairs` (source, reference) and score them: BLEU (and
+    lowercased BLEU) and chrF.
+
+    `split` names the pairs in the report and in the files written
+    (`transformer.checkpoints.evaluate_checkpoint` looks a split of the checkpoint's own
+    corpus up by name and calls this).
+
+    Sources with several references (Tatoeba) are translated once and scored against all
+    of them; the first-reference-only BLEU is reported beside it. With `out_dir`, writes
+    `<split>.hyp` and `<split>.json` there. `limit` > 0 keeps only the first `limit`
+    unique sources (0: all of them). Beam size and length penalty default to the model's
+    recommendation (`decoding_settings`).
+    """
+    _check_evaluation_inputs(pairs, split, limit)
+    # the model's recommended beam size and length penalty
+    settings = decoding_settings(checkpoint)
+    beam_size = settings["beam_size"] if beam_size is None else beam_size
+    alpha = settings["alpha"] if alpha is None else alpha
+    data = checkpoint.train_config.data
+    sources, references = group_references(pairs)
+    if limit:
+        sources, references = sources[:limit], references[:limit]
+    # before the work, not after it
+    created = (
+        _writable_folder(Path(out_dir), (f"{split}.hyp", f"{split}.json"))
+        if out_dir is not None
+        else None
+    )
+    hypotheses, seconds = _timed_translations(
+        checkpoint,
+        sources,
+        created,
+        beam_size=beam_size,
+        alpha=alpha,
+        batch_size=batch_size,
+    )
+    scores = _scores(hypotheses, references, data.tgt_lang)
     report = {
         "split": split,
         "sentences": len(sources),
@@ -222,13 +279,6 @@ def evaluate_pairs(
         "scores": [asdict(s) for s in scores],
     }
     if out_dir is not None:
-        out = Path(out_dir)
-        atomic_write_bytes(
-            out / f"{split}.hyp", "".join(h + "\n" for h in hypotheses).encode("utf-8")
-        )
-        atomic_write_bytes(
-            out / f"{split}.json",
-            (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
-        )
+        _write_results(Path(out_dir), split, hypotheses, report)
     report["hypotheses"] = hypotheses
     return report

@@ -70,23 +70,20 @@ def atomic_folder(path: str | Path, replace: bool = False):
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     old = path.with_name(f".{path.name}.old-{os.getpid()}")
     try:
-        tmp.chmod(
-            0o777 & ~_umask()
-        )  # mkdtemp's folder is private (0700); this one is an ordinary folder
+        # mkdtemp's folder is private (0700); this one is an ordinary folder
+        tmp.chmod(0o777 & ~_umask())
         yield tmp
         for f in tmp.rglob("*"):
             if f.is_file() and not f.is_symlink():
-                f.chmod(
-                    0o666 & ~_umask()
-                )  # some writers (safetensors) make private files
+                # some writers (safetensors) make private files
+                f.chmod(0o666 & ~_umask())
                 with open(f, "rb") as fh:
                     os.fsync(fh.fileno())
         if path.exists() or path.is_symlink():
             if not replace:
                 raise FileExistsError(f"{path} exists")
-            os.replace(
-                path, old
-            )  # the old folder steps aside; a crash right here leaves it under this name
+            # the old folder steps aside; a crash right here leaves it under this name
+            os.replace(path, old)
         try:
             os.replace(tmp, path)
         except BaseException:
@@ -96,9 +93,8 @@ def atomic_folder(path: str | Path, replace: bool = False):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if (
-        old.is_symlink()
-    ):  # `path` was a link to a folder: the link steps aside, the folder it named stays
+    # `path` was a link to a folder: the link steps aside, the folder it named stays
+    if old.is_symlink():
         old.unlink()
     else:
         shutil.rmtree(old, ignore_errors=True)

@@ -13,17 +13,18 @@ def smoothed_targets(
 ) -> Tensor:
     """The target distribution q for each reference token: (n,) ids -> (n, |V|) rows.
 
-    q = (1 - eps) * one_hot(y) + eps * uniform over the |V| - 1 tokens other than padding, so each
-    row sums to 1 and padding never receives probability; rows whose target is padding are all zero.
-    This is the slow, explicit form that `label_smoothed_loss` is checked against.
+    q = (1 - eps) * one_hot(y) + eps * uniform over the |V| - 1 tokens other than
+    padding, so each row sums to 1 and padding never receives probability; rows whose
+    target is padding are all zero. This is the slow, explicit form that
+    `label_smoothed_loss` is checked against.
     """
-    q = torch.full(
-        (target.shape[0], vocab_size), smoothing / (vocab_size - 1)
-    )  # (n, |V|)
+    # (n, |V|)
+    q = torch.full((target.shape[0], vocab_size), smoothing / (vocab_size - 1))
     q[:, pad_id] = 0.0
+    # (n, |V|)
     q.scatter_add_(
         1, target[:, None], torch.full((target.shape[0], 1), 1.0 - smoothing)
-    )  # (n, |V|)
+    )
     q[target == pad_id] = 0.0
     return q
 
@@ -31,25 +32,26 @@ def smoothed_targets(
 def label_smoothed_loss(
     logits: Tensor, target: Tensor, smoothing: float = 0.1, pad_id: int = 0
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Cross-entropy against label-smoothed targets, summed over the non-padding positions.
+    """Cross-entropy against label-smoothed targets, summed over the non-padding
+    positions.
 
-    logits: (B, T, |V|), target: (B, T) -> (loss_sum, nll_sum, num_tokens), three scalars.
-    `loss_sum` is what training minimises, `nll_sum` the plain negative log-likelihood of the
-    reference tokens (for perplexity). Sums, not means, so that the caller can divide by the number
-    of target tokens in the whole global batch, however it is split across processes.
+    logits: (B, T, |V|), target: (B, T) -> (loss_sum, nll_sum, num_tokens), three
+    scalars. `loss_sum` is what training minimises, `nll_sum` the plain negative
+    log-likelihood of the reference tokens (for perplexity). Sums, not means, so that
+    the caller can divide by the number of target tokens in the whole global batch,
+    however it is split across processes.
     """
     vocab_size = logits.shape[-1]
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"smoothing={smoothing} must be in [0, 1)")
+    # (B, T, |V|)
     log_p = torch.log_softmax(
         logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1
-    )  # (B, T, |V|)
-    nll = -log_p.gather(-1, target.unsqueeze(-1)).squeeze(
-        -1
-    )  # (B, T): -log p(reference)
-    uniform = -(log_p.sum(dim=-1) - log_p[..., pad_id]) / (
-        vocab_size - 1
-    )  # (B, T): mean over non-pad tokens
+    )
+    # (B, T): -log p(reference)
+    nll = -log_p.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    # (B, T): mean over non-pad tokens
+    uniform = -(log_p.sum(dim=-1) - log_p[..., pad_id]) / (vocab_size - 1)
     per_token = (1.0 - smoothing) * nll + smoothing * uniform  # (B, T)
     keep = (target != pad_id).to(per_token.dtype)  # (B, T), 0 on padding
     return (per_token * keep).sum(), (nll * keep).sum(), keep.sum()

@@ -9,10 +9,12 @@ from torch import Tensor
 
 # %% ../../notebooks/04_masking.ipynb #5c63f0a5
 def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
-    """Boolean (T, T) mask, True on and below the diagonal: query t may attend to keys 0..t.
+    """Boolean (T, T) mask, True on and below the diagonal:
+    query t may attend to keys 0..t.
 
-    It keeps a decoder, trained on whole sentences at once, from reading the tokens it must predict.
-    Broadcasts against scores (B, h, T, T); combine it with a padding mask using `&`.
+    It keeps a decoder, trained on whole sentences at once, from reading the tokens it
+    must predict. Broadcasts against scores (B, h, T, T); combine it with a padding mask
+    using `&`.
     """
     if T < 0:
         raise ValueError(f"T={T}: a sequence length cannot be negative")
@@ -20,13 +22,16 @@ def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
 
 # %% ../../notebooks/04_masking.ipynb #7694639e
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
-    """Boolean (B, 1, 1, S) mask from token ids (B, S), True where the token is not padding.
+    """Boolean (B, 1, 1, S) mask from token ids (B, S),
+    True where the token is not padding.
 
-    Keeps filler positions out of every query's weighted sum, so a sentence's output does not depend
-    on how much it was padded. The singleton axes broadcast over heads and queries: (B, h, T, S).
+    Keeps filler positions out of every query's weighted sum, so a sentence's output
+    does not depend on how much it was padded. The singleton axes broadcast over heads
+    and queries: (B, h, T, S).
     """
     if tokens.dim() != 2:
         raise ValueError(
-            f"tokens must have shape (B, S), got {tuple(tokens.shape)}: for one sentence use tokens[None]"
+            f"tokens must have shape (B, S), got {tuple(tokens.shape)}: "
+            "for one sentence use tokens[None]"
         )
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, S)

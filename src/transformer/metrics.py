@@ -14,10 +14,10 @@ from .files import atomic_write_text
 class MetricsLog:
     """metrics.csv (one row per step, one per epoch) and, if installed, TensorBoard.
 
-    On resume, rows after the checkpoint's step (written by the interrupted run) are dropped, and so is the
-    epoch row at that step when the checkpoint was written in the middle of an epoch (`mid_epoch`: a run
-    stopped by `max_steps` there; the resumed run writes that epoch's whole row), so the file reads as one
-    uninterrupted run.
+    On resume, rows after the checkpoint's step (written by the interrupted run) are
+    dropped, and so is the epoch row at that step when the checkpoint was written in the
+    middle of an epoch (`mid_epoch`: a run stopped by `max_steps` there; the resumed run
+    writes that epoch's whole row), so the file reads as one uninterrupted run.
     """
 
     FIELDS = (
@@ -98,8 +98,9 @@ def _rows(path: Path) -> list[dict]:
 
 
 def epoch_sums(out_dir: str | Path, epoch: int, step: int) -> tuple[float, float]:
-    """(sum of loss x tokens, sum of tokens) over the step rows of `epoch` up to `step` in a run's metrics.csv:
-    the running sums of an epoch interrupted there, for a checkpoint written before they were kept in it."""
+    """(sum of loss x tokens, sum of tokens) over the step rows of `epoch` up to `step`
+    in a run's metrics.csv: the running sums of an epoch interrupted there, for a
+    checkpoint written before they were kept in it."""
     path = Path(out_dir) / "metrics.csv"
     rows = (
         [

@@ -22,9 +22,9 @@ from .multihead import KVCache
 class TransformerConfig:
     """Every size and switch of the model; saved as JSON beside each checkpoint.
 
-    The defaults are the paper's base model. `tie_target_embeddings` makes the generator reuse the
-    target embedding matrix; `share_embeddings` makes source and target use one embedding (this
-    needs one vocabulary for both languages).
+    The defaults are the paper's base model. `tie_target_embeddings` makes the generator
+    reuse the target embedding matrix; `share_embeddings` makes source and target use
+    one embedding (this needs one vocabulary for both languages).
     """
 
     src_vocab_size: int
@@ -58,11 +58,13 @@ class TransformerConfig:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
         if self.d_model % self.num_heads:
             raise ValueError(
-                f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}"
+                f"d_model={self.d_model} must be divisible by "
+                f"num_heads={self.num_heads}"
             )
         if self.d_model % 2:
             raise ValueError(
-                f"d_model={self.d_model} is odd: the sinusoidal positional encoding needs an even width"
+                f"d_model={self.d_model} is odd: "
+                "the sinusoidal positional encoding needs an even width"
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
@@ -73,8 +75,9 @@ class TransformerConfig:
             )
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
-                f"share_embeddings=True needs one shared vocabulary, but src_vocab_size="
-                f"{self.src_vocab_size} and tgt_vocab_size={self.tgt_vocab_size} differ"
+                "share_embeddings=True needs one shared vocabulary, "
+                f"but src_vocab_size={self.src_vocab_size} "
+                f"and tgt_vocab_size={self.tgt_vocab_size} differ"
             )
 
     def to_dict(self) -> dict:
@@ -99,11 +102,13 @@ class TransformerConfig:
 
 # %% ../../notebooks/08_transformer.ipynb #42b07f91
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer: source ids (B, S) and target ids (B, T) -> logits (B, T, |V_tgt|).
+    """Encoder-decoder Transformer: source ids (B, S) and target ids (B, T)
+    -> logits (B, T, |V_tgt|).
 
-    `forward` builds the padding and causal masks from `config.pad_id`; `encode` and `decode` are
-    exposed separately because generation encodes the source once and decodes many times.
-    `parts` (chapter 06's `Parts`) says what each piece is made with: the paper's by default.
+    `forward` builds the padding and causal masks from `config.pad_id`; `encode` and
+    `decode` are exposed separately because generation encodes the source once and
+    decodes many times. `parts` (chapter 06's `Parts`) says what each piece is made
+    with: the paper's by default.
     """
 
     def __init__(self, config: TransformerConfig, parts: Parts = PAPER):
@@ -134,33 +139,30 @@ class Transformer(nn.Module):
             c.norm_first,
             parts,
         )
-        self.generator = parts.generator(
-            c.d_model, c.tgt_vocab_size
-        )  # D -> one score per target word
+        # D -> one score per target word
+        self.generator = parts.generator(c.d_model, c.tgt_vocab_size)
         self._init_weights()
         if c.tie_target_embeddings:
-            self.generator.weight = (
-                self.tgt_embed.embedding.weight
-            )  # one (|V_tgt|, D) tensor, two uses
+            # one (|V_tgt|, D) tensor, two uses
+            self.generator.weight = self.tgt_embed.embedding.weight
 
     @torch.no_grad()
     def _init_weights(self):
-        for p in (
-            self.parameters()
-        ):  # every matrix: Xavier; biases and norms keep their defaults
+        # every matrix: Xavier; biases and norms keep their defaults
+        for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
         for embed in (self.src_embed, self.tgt_embed):
-            embed.embedding.weight[
-                self.config.pad_id
-            ].zero_()  # Xavier overwrote nn.Embedding's zero pad row
+            # Xavier overwrote nn.Embedding's zero pad row
+            embed.embedding.weight[self.config.pad_id].zero_()
 
     def make_src_mask(self, src: Tensor) -> Tensor:
         """(B, S) source ids -> (B, 1, 1, S) bool, True on real tokens."""
         return padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
 
     def make_tgt_mask(self, tgt: Tensor) -> Tensor:
-        """(B, T) target ids -> (B, 1, T, T) bool: position t may attend to non-padding positions <= t."""
+        """(B, T) target ids -> (B, 1, T, T) bool: position t may attend to
+        non-padding positions <= t."""
         return padding_mask(tgt, self.config.pad_id) & causal_mask(
             tgt.shape[1], tgt.device
         )  # (B, 1, T, T)
@@ -177,13 +179,14 @@ class Transformer(nn.Module):
         tgt_mask: Tensor | None,
         cache: KVCache | None = None,
     ) -> Tensor:
-        """(B, T) target ids and memory (B, S, D) -> decoder output (B, T, D), before the generator.
+        """(B, T) target ids and memory (B, S, D) -> decoder output (B, T, D),
+        before the generator.
 
-        With a `KVCache`, `tgt` holds only the new tokens; they take the positions after the cached ones.
+        With a `KVCache`, `tgt` holds only the new tokens; they take the positions after
+        the cached ones.
         """
-        offset = (
-            0 if cache is None else cache.length
-        )  # the position of tgt's first token
+        # the position of tgt's first token
+        offset = 0 if cache is None else cache.length
         return self.decoder(
             self.positional(self.tgt_embed(tgt), offset),
             memory,
@@ -193,20 +196,22 @@ class Transformer(nn.Module):
         )
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
-        """(B, S) source ids, (B, T) target ids (shifted right: they start with BOS) -> logits (B, T, |V_tgt|)."""
+        """(B, S) source ids, (B, T) target ids (shifted right: they start with BOS)
+        -> logits (B, T, |V_tgt|)."""
         if src.dim() != 2 or tgt.dim() != 2 or src.shape[0] != tgt.shape[0]:
             raise ValueError(
-                f"expected src (B, S) and tgt (B, T) with the same B, got {tuple(src.shape)} and {tuple(tgt.shape)}"
+                "expected src (B, S) and tgt (B, T) with the same B, "
+                f"got {tuple(src.shape)} and {tuple(tgt.shape)}"
             )
         src_mask = self.make_src_mask(src)  # (B, 1, 1, S)
         tgt_mask = self.make_tgt_mask(tgt)  # (B, 1, T, T)
         memory = self.encode(src, src_mask)  # (B, S, D)
-        return self.generator(
-            self.decode(tgt, memory, src_mask, tgt_mask)
-        )  # (B, T, |V_tgt|)
+        # (B, T, |V_tgt|)
+        return self.generator(self.decode(tgt, memory, src_mask, tgt_mask))
 
     def count_parameters(self) -> dict[str, int]:
-        """Parameters per part and in total; a tensor shared by two parts is counted once, in the first."""
+        """Parameters per part and in total; a tensor shared by two parts is counted
+        once, in the first."""
         seen: set[int] = set()
         counts = {}
         for name in (

@@ -21,9 +21,11 @@ from .multihead import MultiHeadAttention
 
 # %% ../../notebooks/16_modern_block.ipynb #6b385563
 class RMSNorm(nn.Module):
-    """x / RMS(x) * g, with RMS(x) = sqrt(mean(x^2) + eps): LayerNorm without the mean and without the bias.
+    """x / RMS(x) * g, with RMS(x) = sqrt(mean(x^2) + eps): LayerNorm without the
+    mean and without the bias.
 
-    (B, L, D) -> (B, L, D). The gain g starts at 1. The same function as `torch.nn.RMSNorm(D, eps)`.
+    (B, L, D) -> (B, L, D). The gain g starts at 1. The same function as
+    `torch.nn.RMSNorm(D, eps)`.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-6):
@@ -37,22 +39,24 @@ class RMSNorm(nn.Module):
 
 # %% ../../notebooks/16_modern_block.ipynb #2315f405
 def rotary_angles(max_len: int, d_head: int, base: float = 10000.0) -> Tensor:
-    """(max_len, d_head / 2) angles p * theta_i, theta_i = base^(-2i / d_head): chapter 05's frequencies."""
+    """(max_len, d_head / 2) angles p * theta_i, theta_i = base^(-2i / d_head):
+    chapter 05's frequencies."""
     if d_head % 2:
         raise ValueError(
             f"d_head={d_head} is odd: rotary positions rotate pairs of dimensions"
         )
     i = torch.arange(d_head // 2, dtype=torch.float64)
     theta = base ** (-2 * i / d_head)  # (d_head / 2,)
-    return (
-        torch.arange(max_len, dtype=torch.float64)[:, None] * theta
-    )  # (max_len, d_head / 2)
+    # (max_len, d_head / 2)
+    return torch.arange(max_len, dtype=torch.float64)[:, None] * theta
 
 
 def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """R_p x for every position: x (..., L, d_head), cos and sin (L, d_head / 2) of the angles p * theta_i.
+    """R_p x for every position: x (..., L, d_head), cos and sin (L, d_head / 2)
+    of the angles p * theta_i.
 
-    Pair i of dimensions, (x_2i, x_2i+1), is turned by its angle: (a cos - b sin, a sin + b cos).
+    Pair i of dimensions, (x_2i, x_2i+1), is turned by its angle:
+    (a cos - b sin, a sin + b cos).
     """
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., L, d_head / 2) each
@@ -62,20 +66,20 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 
 class RotaryPositions(nn.Module):
-    """Turns queries or keys (..., L, d_head) at positions offset, ..., offset + L - 1 by R_p.
+    """Turns queries or keys (..., L, d_head) at positions offset, ..., offset + L - 1
+    by R_p.
 
-    Given to a self-attention block (`MultiHeadAttention(..., rotary=...)`), it replaces the sinusoid added to
-    the embeddings: positions enter only through the angle between a query and a key.
+    Given to a self-attention block (`MultiHeadAttention(..., rotary=...)`), it replaces
+    the sinusoid added to the embeddings: positions enter only through the angle between
+    a query and a key.
     """
 
     def __init__(self, d_head: int, max_len: int, base: float = 10000.0):
         super().__init__()
-        angles = rotary_angles(
-            max_len, d_head, base
-        )  # float64, rounded to float32 once
-        self.register_buffer(
-            "cos", angles.cos().float(), persistent=False
-        )  # not in the state dict
+        # float64, rounded to float32 once
+        angles = rotary_angles(max_len, d_head, base)
+        # not in the state dict
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
@@ -91,8 +95,8 @@ class RotaryPositions(nn.Module):
 class SwiGLU(nn.Module):
     """(SiLU(x W_1) * (x W_3)) W_2: a gated feed-forward. (B, L, D) -> (B, L, D).
 
-    Three matrices instead of two, so a hidden width of 2/3 d_ff keeps the parameter count of the ReLU
-    network it replaces.
+    Three matrices instead of two, so a hidden width of 2/3 d_ff keeps the parameter
+    count of the ReLU network it replaces.
     """
 
     def __init__(
@@ -110,9 +114,11 @@ class SwiGLU(nn.Module):
 
 # %% ../../notebooks/16_modern_block.ipynb #6097b0a1
 class EmbeddingDropout(nn.Module):
-    """What replaces the sinusoid when positions are rotary: dropout on the embeddings, nothing added.
+    """What replaces the sinusoid when positions are rotary: dropout on the
+    embeddings, nothing added.
 
-    Built as `Parts.positions` is: (D, max_len, dropout); forward(x (B, L, D), offset) -> (B, L, D).
+    Built as `Parts.positions` is: (D, max_len, dropout);
+    forward(x (B, L, D), offset) -> (B, L, D).
     """
 
     def __init__(self, d_model: int, max_len: int, dropout: float):
@@ -126,27 +132,29 @@ class EmbeddingDropout(nn.Module):
 def rotary_self_attention(
     d_model: int, num_heads: int, dropout: float, *, max_len: int, **options
 ) -> MultiHeadAttention:
-    """A self-attention block whose queries and keys are turned by their positions (its own rotary table)."""
+    """A self-attention block whose queries and keys are turned by their
+    positions (its own rotary table)."""
     rotary = RotaryPositions(d_model // num_heads, max_len)
     return MultiHeadAttention(d_model, num_heads, dropout, rotary=rotary, **options)
 
 # %% ../../notebooks/16_modern_block.ipynb #model-config
 @dataclass
 class ModelConfig(TransformerConfig):
-    """Chapter 08's sizes and switches, and which part the block is made of; the defaults are the paper's.
+    """Chapter 08's sizes and switches, and which part the block is made of; the
+    defaults are the paper's.
 
-    What a model folder's `model_config.json` holds and what `[model]` in a training config sets.
+    What a model folder's `model_config.json` holds and what `[model]`
+    in a training config sets.
     """
 
     norm: Literal["layer", "rms"] = "layer"  # LayerNorm or RMSNorm
-    positions: Literal["sinusoidal", "rotary"] = (
-        "sinusoidal"  # added to the embeddings, or turning queries/keys
-    )
-    feed_forward: Literal["relu", "swiglu"] = (
-        "relu"  # the paper's two layers, or gated at the same size
-    )
+    # added to the embeddings, or turning queries/keys
+    positions: Literal["sinusoidal", "rotary"] = "sinusoidal"
+    # the paper's two layers, or gated at the same size
+    feed_forward: Literal["relu", "swiglu"] = "relu"
     bias: bool = True  # False: no bias in any linear layer or norm
-    kv_heads: int = 0  # key/value heads of every attention block; 0 means num_heads (grouped-query when fewer)
+    # key/value heads per attention block; 0 means num_heads (grouped-query when fewer)
+    kv_heads: int = 0
 
     def __post_init__(self):
         super().__post_init__()
@@ -156,16 +164,19 @@ class ModelConfig(TransformerConfig):
             )
             if allowed and getattr(self, name) not in allowed:
                 raise ValueError(
-                    f"{name}={getattr(self, name)!r}: choose one of {', '.join(map(repr, allowed))}"
+                    f"{name}={getattr(self, name)!r}: choose one of "
+                    f"{', '.join(map(repr, allowed))}"
                 )
         if self.positions == "rotary" and (self.d_model // self.num_heads) % 2:
             raise ValueError(
-                f"positions='rotary' with d_head = d_model / num_heads = {self.d_model // self.num_heads}"
-                ": rotary positions turn pairs of dimensions, so d_head must be even"
+                "positions='rotary' with d_head = d_model / num_heads = "
+                f"{self.d_model // self.num_heads}: rotary positions turn pairs of "
+                "dimensions, so d_head must be even"
             )
         if self.kv_heads < 0 or (self.kv_heads and self.num_heads % self.kv_heads):
             raise ValueError(
-                f"kv_heads={self.kv_heads} must divide num_heads={self.num_heads} (0 means num_heads)"
+                f"kv_heads={self.kv_heads} must divide "
+                f"num_heads={self.num_heads} (0 means num_heads)"
             )
 
     def parts(self) -> Parts:
@@ -186,14 +197,16 @@ class ModelConfig(TransformerConfig):
             )
             if rotary
             else attention,
-            cross_attention=attention,  # never rotary: a target and a source position have no distance
+            # never rotary: a target and a source position have no distance
+            cross_attention=attention,
             positions=EmbeddingDropout if rotary else PositionalEncoding,
             generator=partial(nn.Linear, bias=bias),
         )
 
 
 def build_model(config: TransformerConfig) -> Transformer:
-    """The model a config describes: chapter 08's `Transformer` made of the parts the config chooses."""
+    """The model a config describes: chapter 08's `Transformer` made of the
+    parts the config chooses."""
     return Transformer(
         config, config.parts() if isinstance(config, ModelConfig) else Parts()
     )

@@ -14,17 +14,18 @@ from .attention import attention
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
     """Cut the feature axis into `num_heads` slices and make the heads a batch axis.
 
-    x: (B, L, D) -> (B, h, L, D_h) with D_h = D / h; head i gets features i*D_h .. (i+1)*D_h - 1,
-    so all heads can then run through one batched attention call.
+    x: (B, L, D) -> (B, h, L, D_h) with D_h = D / h; head i gets features
+    i*D_h .. (i+1)*D_h - 1, so all heads can then run through one batched
+    attention call.
     """
     B, L, D = x.shape
     if D % num_heads != 0:
         raise ValueError(
-            f"feature size D={D} is not divisible by num_heads={num_heads}: choose h that divides D"
+            f"feature size D={D} is not divisible by num_heads={num_heads}: "
+            "choose h that divides D"
         )
-    x = x.reshape(
-        B, L, num_heads, D // num_heads
-    )  # (B, L, h, D_h): D cut into h slices
+    # (B, L, h, D_h): D cut into h slices
+    x = x.reshape(B, L, num_heads, D // num_heads)
     return x.transpose(1, 2)  # (B, h, L, D_h): heads in front of positions
 
 
@@ -91,12 +92,10 @@ def _fused_attention(
     Q: (B, h, T, D_h), K and V: (B, h, S, D_h) -> (B, h, T, D_h).
     """
     if mask is None:
-        return F.scaled_dot_product_attention(
-            Q, K, V, dropout_p=dropout_p
-        )  # (B, h, T, D_h)
-    no_key = ~mask.any(
-        dim=-1, keepdim=True
-    )  # (..., T, 1): queries with nothing to attend to
+        # (B, h, T, D_h)
+        return F.scaled_dot_product_attention(Q, K, V, dropout_p=dropout_p)
+    # (..., T, 1): queries with nothing to attend to
+    no_key = ~mask.any(dim=-1, keepdim=True)
     A = F.scaled_dot_product_attention(
         Q, K, V, attn_mask=mask | no_key, dropout_p=dropout_p
     )  # (B, h, T, D_h)
@@ -104,26 +103,27 @@ def _fused_attention(
 
 # %% ../../notebooks/03_multihead.ipynb #attn-cache
 class KVCache:
-    """The keys and values that a model's attention blocks have computed so far, kept between calls (generation).
+    """The keys and values that a model's attention blocks have computed so far, kept
+    between calls (generation).
 
-    One object serves a whole decoder: each attention block keeps its own entry, `entries[block] = (K, V)`, each
-    (B, h_kv, L, D_h). A self-attention block appends the keys and values of its new positions at every call; a
-    block over a fixed encoder output (`fixed=True`) stores them at its first call and reuses them afterwards.
+    One object serves a whole decoder: each attention block keeps its own entry,
+    `entries[block] = (K, V)`, each (B, h_kv, L, D_h). A self-attention block appends
+    the keys and values of its new positions at every call; a block over a fixed encoder
+    output (`fixed=True`) stores them at its first call and reuses them afterwards.
     """
 
     def __init__(self):
         self.entries: dict[nn.Module, tuple[Tensor, Tensor]] = {}
-        self.fixed: set[nn.Module] = (
-            set()
-        )  # the blocks whose keys and values are those of the encoder output
+        # the blocks whose keys and values are those of the encoder output
+        self.fixed: set[nn.Module] = set()
 
     def update(
         self, block: nn.Module, K: Tensor, V: Tensor, fixed: bool = False
     ) -> tuple[Tensor, Tensor]:
-        """Add `block`'s keys and values of its new positions, (B, h_kv, S, D_h) each; return all it holds."""
-        if (
-            block in self.entries and not fixed
-        ):  # the new positions come after the cached ones
+        """Add `block`'s keys and values of its new positions, (B, h_kv, S, D_h)
+        each; return all it holds."""
+        # the new positions come after the cached ones
+        if block in self.entries and not fixed:
             K, V = (
                 torch.cat([old, new], dim=2)
                 for old, new in zip(self.entries[block], (K, V))
@@ -134,7 +134,8 @@ class KVCache:
         return K, V
 
     def next_position(self, block: nn.Module) -> int:
-        """The position of `block`'s next new query: how many positions its self-attention entry holds."""
+        """The position of `block`'s next new query: how many positions its
+        self-attention entry holds."""
         return (
             0
             if block in self.fixed or block not in self.entries
@@ -143,7 +144,8 @@ class KVCache:
 
     @property
     def length(self) -> int:
-        """Target positions fed so far (0 before the first call): the next one is at this position."""
+        """Target positions fed so far (0 before the first call): the next one is at
+        this position."""
         return next(
             (
                 K.shape[2]
@@ -154,10 +156,12 @@ class KVCache:
         )
 
     def select(self, rows: Tensor, same_sources: bool = False) -> None:
-        """Keep (and reorder, or repeat) batch rows `rows` (R,): each row follows its sentence or beam.
+        """Keep (and reorder, or repeat) batch rows `rows` (R,): each row follows its
+        sentence or beam.
 
-        `same_sources=True` promises that each row keeps a row of the same source sentence (beams re-ranked within
-        a sentence): the fixed entries, the encoder output's keys and values, then stay where they are.
+        `same_sources=True` promises that each row keeps a row of the same source
+        sentence (beams re-ranked within a sentence): the fixed entries, the encoder
+        output's keys and values, then stay where they are.
         """
         for block, (K, V) in self.entries.items():
             if not (same_sources and block in self.fixed):
@@ -165,19 +169,22 @@ class KVCache:
 
 # %% ../../notebooks/03_multihead.ipynb #d9e7434f
 class MultiHeadAttention(nn.Module):
-    """h attention heads side by side, each on its own D_h = D/h projection, mixed by W^O.
+    """h attention heads side by side, each on its own D_h = D/h projection,
+    mixed by W^O.
 
     forward(query: (B, T, D), key: (B, S, D), value: (B, S, D), mask=None) -> (B, T, D).
     Several heads let one layer follow several relations between positions at once.
-    `mask` is boolean, broadcastable to (B, h, T, S), True where a query may attend to a key (the
-    convention of `attention`); a query with no allowed key gets a zero attention output.
-    The default path calls the fused `scaled_dot_product_attention` and keeps nothing; with
-    `need_weights=True` (the argument, or the attribute when the argument is left as None) it runs the
-    explicit `attention` and keeps the weights (B, h, T, S) in `self.last_weights`. With `cache` (a `KVCache`),
-    keys and values of earlier calls are kept and reused: generation one position at a time. `fixed=True` says
-    that key and value are the same at every call (the encoder output): projected once, then read back.
-    Two options of chapters 16 and 17: `rotary` (a module, None here) turns queries and keys by their positions,
-    and `num_kv_heads` < h lets groups of query heads share one key/value head (grouped-query attention).
+    `mask` is boolean, broadcastable to (B, h, T, S), True where a query may attend to a
+    key (the convention of `attention`); a query with no allowed key gets a zero
+    attention output. The default path calls the fused `scaled_dot_product_attention`
+    and keeps nothing; with `need_weights=True` (the argument, or the attribute when the
+    argument is left as None) it runs the explicit `attention` and keeps the weights
+    (B, h, T, S) in `self.last_weights`. With `cache` (a `KVCache`), keys and values of
+    earlier calls are kept and reused: generation one position at a time. `fixed=True`
+    says that key and value are the same at every call (the encoder output): projected
+    once, then read back. Two options of chapters 16 and 17: `rotary` (a module, None
+    here) turns queries and keys by their positions, and `num_kv_heads` < h lets groups
+    of query heads share one key/value head (grouped-query attention).
     """
 
     def __init__(
@@ -192,13 +199,14 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         if num_heads < 1 or d_model % num_heads != 0:
             raise ValueError(
-                f"d_model={d_model} is not divisible by num_heads={num_heads}: choose h that divides D"
+                f"d_model={d_model} is not divisible by num_heads={num_heads}: "
+                "choose h that divides D"
             )
         kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if kv_heads < 1 or num_heads % kv_heads:
             raise ValueError(
-                f"num_kv_heads={kv_heads} must divide num_heads={num_heads}: each key/value head serves "
-                "a whole group of query heads"
+                f"num_kv_heads={kv_heads} must divide num_heads={num_heads}: "
+                "each key/value head serves a whole group of query heads"
             )
         self.d_model, self.num_heads, self.d_head, self.num_kv_heads = (
             d_model,
@@ -207,16 +215,13 @@ class MultiHeadAttention(nn.Module):
             kv_heads,
         )
         self.dropout = dropout
-        self.W_q = nn.Linear(
-            d_model, d_model, bias=bias
-        )  # (W^Q)^T, W^Q = [W_1^Q, ..., W_h^Q]: (D, D)
-        self.W_k = nn.Linear(
-            d_model, kv_heads * self.d_head, bias=bias
-        )  # (W^K)^T: (D, D) with h key heads
+        # (W^Q)^T, W^Q = [W_1^Q, ..., W_h^Q]: (D, D)
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        # (W^K)^T: (D, D) with h key heads
+        self.W_k = nn.Linear(d_model, kv_heads * self.d_head, bias=bias)
         self.W_v = nn.Linear(d_model, kv_heads * self.d_head, bias=bias)  # (W^V)^T
-        self.W_o = nn.Linear(
-            d_model, d_model, bias=bias
-        )  # (W^O)^T: mixes the concatenated heads
+        # (W^O)^T: mixes the concatenated heads
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
         self.need_weights = (
             False  # default of forward's need_weights, settable from outside a model
         )
@@ -246,13 +251,11 @@ class MultiHeadAttention(nn.Module):
         _check_inputs(query, key, value, self.d_model)
         if need_weights is None:
             need_weights = self.need_weights
-        start = (
-            0 if cache is None or fixed else cache.next_position(self)
-        )  # the position of the first new query
+        # the position of the first new query
+        start = 0 if cache is None or fixed else cache.next_position(self)
         Q = self._turn(self.split_heads(self.W_q(query)), start)  # (B, h, T, D_h)
-        K, V = self._keys_values(
-            key, value, cache, fixed, start
-        )  # (B, h, S, D_h) each; S counts the cached ones
+        # (B, h, S, D_h) each; S counts the cached ones
+        K, V = self._keys_values(key, value, cache, fixed, start)
         if mask is not None:
             _check_mask(
                 mask, query.shape[0], self.num_heads, query.shape[1], K.shape[2]
@@ -262,9 +265,8 @@ class MultiHeadAttention(nn.Module):
             A, weights = attention(Q, K, V, mask)  # (B, h, T, D_h), (B, h, T, S)
             self.last_weights = weights.detach()
             if p > 0:
-                A = (
-                    F.dropout(weights, p) @ V
-                )  # (B, h, T, D_h): dropout on the weights, as the fused kernel does
+                # (B, h, T, D_h): dropout on the weights, as the fused kernel does
+                A = F.dropout(weights, p) @ V
         else:
             self.last_weights = None
             A = _fused_attention(Q, K, V, mask, p)  # (B, h, T, D_h)
@@ -273,27 +275,27 @@ class MultiHeadAttention(nn.Module):
     def _keys_values(
         self, key: Tensor, value: Tensor, cache: KVCache | None, fixed: bool, start: int
     ) -> tuple[Tensor, Tensor]:
-        """K = key W^K and V = value W^V as heads, (B, h, S, D_h); with a cache, also what earlier calls kept."""
+        """K = key W^K and V = value W^V as heads, (B, h, S, D_h); with a cache, also
+        what earlier calls kept."""
         if cache is not None and fixed and self in cache.entries:
-            return tuple(
-                self._share(x) for x in cache.entries[self]
-            )  # the same encoder output: nothing to project
-        K = self._turn(
-            split_heads(self.W_k(key), self.num_kv_heads), start
-        )  # (B, h_kv, S, D_h)
+            # the same encoder output: nothing to project
+            return tuple(self._share(x) for x in cache.entries[self])
+        # (B, h_kv, S, D_h)
+        K = self._turn(split_heads(self.W_k(key), self.num_kv_heads), start)
         V = split_heads(self.W_v(value), self.num_kv_heads)  # (B, h_kv, S, D_h)
         if cache is not None:  # the cache keeps the h_kv heads, not their copies
-            K, V = cache.update(
-                self, K, V, fixed
-            )  # (B, h_kv, L + S, D_h): with what earlier calls kept
+            # (B, h_kv, L + S, D_h): with what earlier calls kept
+            K, V = cache.update(self, K, V, fixed)
         return self._share(K), self._share(V)  # (B, h, S, D_h)
 
     def _turn(self, x: Tensor, start: int) -> Tensor:
-        """Queries or keys (B, h, L, D_h) at positions start, start + 1, ...: rotated if `rotary` is set."""
+        """Queries or keys (B, h, L, D_h) at positions start, start + 1, ...: rotated
+        if `rotary` is set."""
         return x if self.rotary is None else self.rotary(x, start)
 
     def _share(self, x: Tensor) -> Tensor:
-        """(B, h_kv, L, D_h) -> (B, h, L, D_h): each key/value head serves h / h_kv query heads in a row."""
+        """(B, h_kv, L, D_h) -> (B, h, L, D_h): each key/value head serves h / h_kv
+        query heads in a row."""
         group = self.num_heads // self.num_kv_heads
         return x if group == 1 else x.repeat_interleave(group, dim=1)
 
@@ -302,19 +304,22 @@ class MultiHeadAttention(nn.Module):
 def copy_weights_from_torch(
     ours: MultiHeadAttention, ref: nn.MultiheadAttention
 ) -> MultiHeadAttention:
-    """Copy a `torch.nn.MultiheadAttention`'s parameters into ours, so the two compute the same function.
+    """Copy a `torch.nn.MultiheadAttention`'s parameters into ours, so the two compute
+    the same function.
 
-    torch stacks (W^Q)^T, (W^K)^T, (W^V)^T into one (3D, D) `in_proj_weight`; its `out_proj` is our W^O.
-    Returns `ours`, changed in place.
+    torch stacks (W^Q)^T, (W^K)^T, (W^V)^T into one (3D, D) `in_proj_weight`; its
+    `out_proj` is our W^O. Returns `ours`, changed in place.
     """
     D = ours.d_model
     if ref.embed_dim != D or ref.num_heads != ours.num_heads:
         raise ValueError(
-            f"shapes differ: ours D={D}, h={ours.num_heads}; torch D={ref.embed_dim}, h={ref.num_heads}"
+            f"shapes differ: ours D={D}, h={ours.num_heads}; "
+            f"torch D={ref.embed_dim}, h={ref.num_heads}"
         )
     if not ref._qkv_same_embed_dim or ref.bias_k is not None:
         raise ValueError(
-            "only torch layers with kdim = vdim = embed_dim and add_bias_kv=False match this layer"
+            "only torch layers with kdim = vdim = embed_dim and add_bias_kv=False "
+            "match this layer"
         )
     if (ref.in_proj_bias is None) != (ours.W_q.bias is None):
         raise ValueError(
@@ -322,9 +327,8 @@ def copy_weights_from_torch(
             f"torch has bias={ref.in_proj_bias is not None}"
         )
     for i, linear in enumerate((ours.W_q, ours.W_k, ours.W_v)):
-        linear.weight.copy_(
-            ref.in_proj_weight[i * D : (i + 1) * D]
-        )  # rows i*D .. (i+1)*D - 1: (D, D)
+        # rows i*D .. (i+1)*D - 1: (D, D)
+        linear.weight.copy_(ref.in_proj_weight[i * D : (i + 1) * D])
         if linear.bias is not None:
             linear.bias.copy_(ref.in_proj_bias[i * D : (i + 1) * D])
     ours.W_o.load_state_dict(ref.out_proj.state_dict())

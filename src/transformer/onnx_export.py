@@ -41,8 +41,9 @@ class EncoderGraph(nn.Module):
 class DecoderGraph(nn.Module):
     """What `decoder.onnx` computes: one greedy step without a cache.
 
-    memory (B, S, D), source ids (B, S) and the target so far (B, T) (BOS first) -> the scores of the next
-    token (B, V) and every layer's cross-attention weights (N, B, h, T, S).
+    memory (B, S, D), source ids (B, S) and the target so far (B, T) (BOS first) -> the
+    scores of the next token (B, V) and every layer's cross-attention weights
+    (N, B, h, T, S).
     """
 
     def __init__(self, model):
@@ -53,9 +54,8 @@ class DecoderGraph(nn.Module):
         self, memory: Tensor, src: Tensor, tgt: Tensor
     ) -> tuple[Tensor, Tensor]:
         m = self.model
-        h = m.decode(
-            tgt, memory, m.make_src_mask(src), m.make_tgt_mask(tgt)
-        )  # (B, T, D)
+        # (B, T, D)
+        h = m.decode(tgt, memory, m.make_src_mask(src), m.make_tgt_mask(tgt))
         cross = torch.stack(
             [layer.cross_attn.last_weights for layer in m.decoder.layers]
         )  # (N, B, h, T, S)
@@ -63,9 +63,11 @@ class DecoderGraph(nn.Module):
 
 # %% ../../notebooks/96_onnx.ipynb #ca85851e
 def _float16_initializers(path: Path) -> None:
-    """Store each float32 weight that float16 holds exactly as float16, cast back to float32 on load.
+    """Store each float32 weight that float16 holds exactly as float16, cast back to
+    float32 on load.
 
-    The shipped weights are float16 already, so this halves the files and changes no value."""
+    The shipped weights are float16 already, so this halves the files and changes no
+    value."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -106,12 +108,10 @@ def _export(
     axes: dict,
 ) -> None:
     with warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore", category=DeprecationWarning
-        )  # the TorchScript exporter
-        warnings.filterwarnings(
-            "ignore", category=torch.jit.TracerWarning
-        )  # shape checks traced as constants
+        # the TorchScript exporter
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        # shape checks traced as constants
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
         torch.onnx.export(
             module,
             args,
@@ -127,20 +127,23 @@ def _export(
 
 
 def weights_sha256(model_dir: str | Path) -> str:
-    """The SHA-256 of a checkpoint's model.safetensors: which weights an export was made from."""
+    """The SHA-256 of a checkpoint's model.safetensors: which weights an export was made
+    from."""
     return hashlib.sha256(
         (Path(model_dir) / "model.safetensors").read_bytes()
     ).hexdigest()
 
 
 def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
-    """Refuse, before any work: an `out_dir` that is a file, a folder holding files without `replace`, and one
-    whose replacing would take the model or the current folder with it."""
+    """Refuse, before any work: an `out_dir` that is a file, a folder holding files
+    without `replace`, and one whose replacing would take the model or the current
+    folder with it."""
     if not isinstance(replace, bool):
         raise InputError(f"replace={replace!r} must be True or False")
     if not out.name or out.name in (".", ".."):
         raise InputError(
-            f"out_dir={str(out)!r} names no new folder: give a folder name, e.g. de-en-onnx"
+            f"out_dir={str(out)!r} names no new folder: "
+            "give a folder name, e.g. de-en-onnx"
         )
     here, target, model = Path.cwd().resolve(), out.resolve(), model_dir.resolve()
     if (
@@ -149,8 +152,8 @@ def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
         or model in target.parents
     ):
         raise InputError(
-            f"out_dir={out} holds the current folder or the model it would export ({model}): give "
-            "a folder of its own"
+            f"out_dir={out} holds the current folder or the model it would export "
+            f"({model}): give a folder of its own"
         )
     if out.exists() and not out.is_dir():
         raise InputError(
@@ -158,8 +161,8 @@ def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
         )
     if out.is_dir() and any(out.iterdir()) and not replace:
         raise InputError(
-            f"{out} already holds files: export into a new or empty folder, or pass --replace "
-            "(replace=True) to replace the folder and everything in it"
+            f"{out} already holds files: export into a new or empty folder, or pass "
+            "--replace (replace=True) to replace the folder and everything in it"
         )
 
 
@@ -167,11 +170,13 @@ def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
 def export_onnx(
     model: str | Path, out_dir: str | Path, replace: bool = False, **load_options
 ) -> Path:
-    """Write a translator as ONNX: `encoder.onnx`, `decoder.onnx`, the tokenizers and `translator.json`.
+    """Write a translator as ONNX: `encoder.onnx`, `decoder.onnx`, the tokenizers and
+    `translator.json`.
 
-    `model` is a shipped name or a checkpoint directory (as `load_translator` takes). The files are written into a
-    new folder beside `out_dir`, which then takes its place (`atomic_folder`): a folder that already holds files
-    is refused unless `replace`, and then replaced whole. Returns out_dir."""
+    `model` is a shipped name or a checkpoint directory (as `load_translator` takes).
+    The files are written into a new folder beside `out_dir`, which then takes its place
+    (`atomic_folder`): a folder that already holds files is refused unless `replace`,
+    and then replaced whole. Returns out_dir."""
     out = Path(out_dir)
     checkpoint = load_translator(model, **load_options)
     _check_out_dir(out, replace, Path(checkpoint.path))
@@ -180,8 +185,8 @@ def export_onnx(
             _write_export(checkpoint, tmp)
     except PermissionError as e:
         raise InputError(
-            f"cannot write into {out.parent if not out.exists() else out}: {e.strerror}; export "
-            "into a folder you can write to"
+            f"cannot write into {out.parent if not out.exists() else out}: "
+            f"{e.strerror}; export into a folder you can write to"
         ) from None
     return out
 
@@ -189,9 +194,19 @@ def export_onnx(
 def _write_export(checkpoint, out: Path) -> None:
     """The export's files, written into the empty folder `out`."""
     m = checkpoint.model.eval()  # float32, as load_translator returns it
-    src = torch.tensor(
-        [[5, 6, 7, 8], [9, 10, PAD_ID, PAD_ID]]
-    )  # (2, 4): a padded batch, so masks are traced
+    _export_graphs(m, out)
+    checkpoint.src_tokenizer.save(out / "source.model")
+    checkpoint.tgt_tokenizer.save(out / "target.model")
+    meta = _translator_meta(checkpoint)
+    atomic_write_bytes(
+        out / "translator.json", (json.dumps(meta, indent=1) + "\n").encode()
+    )
+
+
+def _export_graphs(m: nn.Module, out: Path) -> None:
+    """Trace the model `m` into `encoder.onnx` and `decoder.onnx` in `out`."""
+    # (2, 4): a padded batch, so masks are traced
+    src = torch.tensor([[5, 6, 7, 8], [9, 10, PAD_ID, PAD_ID]])
     tgt = torch.tensor([[BOS_ID, 11, 12], [BOS_ID, 13, 14]])  # (2, 3)
     with keeping_weights(m):
         memory = EncoderGraph(m)(src)
@@ -217,14 +232,15 @@ def _write_export(checkpoint, out: Path) -> None:
                 "cross_attention": {1: "batch", 3: "tgt_len", 4: "src_len"},
             },
         )
-    checkpoint.src_tokenizer.save(out / "source.model")
-    checkpoint.tgt_tokenizer.save(out / "target.model")
+
+
+def _translator_meta(checkpoint) -> dict:
+    """The settings of translator.json: what a runtime needs besides the two graphs."""
     data = checkpoint.train_config.data
-    limits = inspect.signature(
-        greedy_decode
-    ).parameters  # the output-length rule a * S + b, and its defaults
-    c = m.config
-    meta = {
+    # the output-length rule a * S + b, and its defaults
+    limits = inspect.signature(greedy_decode).parameters
+    c = checkpoint.model.config
+    return {
         "format": FORMAT,
         "name": Path(checkpoint.path).name,
         "src_lang": data.src_lang,
@@ -243,9 +259,6 @@ def _write_export(checkpoint, out: Path) -> None:
         "weights_sha256": weights_sha256(checkpoint.path),
         "opset": OPSET,
     }
-    atomic_write_bytes(
-        out / "translator.json", (json.dumps(meta, indent=1) + "\n").encode()
-    )
 
 # %% ../../notebooks/96_onnx.ipynb #57d4f60b
 _META_KEYS = (
@@ -260,7 +273,8 @@ _META_KEYS = (
 
 
 def _export_file(path: Path, limit: int) -> bytes:
-    """One file of an export, read only if it is a regular file of at most `limit` bytes."""
+    """One file of an export, read only if it is a regular file of at most `limit`
+    bytes."""
     try:
         return read_regular_file(path, limit, InputError)
     except FileNotFoundError:
@@ -271,7 +285,8 @@ def _export_file(path: Path, limit: int) -> bytes:
 
 
 def _read_export(d: Path) -> dict:
-    """translator.json of an export folder, checked: JSON, the format this code reads, every setting it needs."""
+    """translator.json of an export folder, checked: JSON, the format this code reads,
+    every setting it needs."""
     if not d.is_dir():
         raise InputError(f"{d} is not a folder written by `transformer export-onnx`")
     try:
@@ -283,8 +298,8 @@ def _read_export(d: Path) -> dict:
     missing = [k for k in _META_KEYS if not isinstance(meta, dict) or k not in meta]
     if missing or meta.get("format") != FORMAT or type(meta.get("format")) is not int:
         raise InputError(
-            f"{d / 'translator.json'} is not an export of format {FORMAT} (missing {missing}): export "
-            "again with `transformer export-onnx`"
+            f"{d / 'translator.json'} is not an export of format {FORMAT} "
+            f"(missing {missing}): export again with `transformer export-onnx`"
         )
     vocab = meta.get("tgt_vocab_size", 0)
     ids_ok = all(
@@ -304,21 +319,23 @@ def _read_export(d: Path) -> dict:
     )
     if not (ids_ok and limits_ok):
         raise InputError(
-            f"{d / 'translator.json'} holds settings no export writes (special ids within the "
-            "vocabulary, max_len_a >= 0, integers max_len_b >= 1 and max_len >= 2): export again"
+            f"{d / 'translator.json'} holds settings no export writes (special ids "
+            "within the vocabulary, max_len_a >= 0, integers max_len_b >= 1 and "
+            "max_len >= 2): export again"
         )
     for name in ("encoder.onnx", "decoder.onnx"):
-        _export_file(
-            d / name, 4 << 30
-        )  # present and a regular file: onnxruntime reads it then
+        # present and a regular file: onnxruntime reads it then
+        _export_file(d / name, 4 << 30)
     return meta
 
 
 class OnnxTranslator:
-    """Greedy translation with the ONNX files of `export_onnx`, run by onnxruntime: no PyTorch in the loop.
+    """Greedy translation with the ONNX files of `export_onnx`, run by onnxruntime: no
+    PyTorch in the loop.
 
-    The same procedure as `greedy_decode`: encode once, then append the most probable token until EOS or
-    a * S + b tokens; sentences sorted by length and decoded `batch_size` at a time; finished rows leave the batch.
+    The same procedure as `greedy_decode`: encode once, then append the most probable
+    token until EOS or a * S + b tokens; sentences sorted by length and decoded
+    `batch_size` at a time; finished rows leave the batch.
     """
 
     def __init__(self, directory: str | Path, threads: int = 1):
@@ -346,16 +363,19 @@ class OnnxTranslator:
             return onnxruntime.InferenceSession(
                 str(path), options, providers=["CPUExecutionProvider"]
             )
-        except Exception as e:  # onnxruntime's own exception types (InvalidProtobuf, Fail): the file is no graph
+        except Exception as e:
+            # onnxruntime's own exception types (InvalidProtobuf, Fail):
+            # the file is no graph
             raise InputError(
-                f"{path} is not an ONNX graph onnxruntime can run ({type(e).__name__}): export "
-                "again with `transformer export-onnx`"
+                f"{path} is not an ONNX graph onnxruntime can run "
+                f"({type(e).__name__}): export again with `transformer export-onnx`"
             ) from None
 
     def step(
         self, memory: np.ndarray, src: np.ndarray, ys: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """One decoder call: -> scores of the next token (b, V) and cross-attention (N, b, h, t, S)."""
+        """One decoder call: -> scores of the next token (b, V) and cross-attention
+        (N, b, h, t, S)."""
         return self.decoder.run(None, {"memory": memory, "src": src, "tgt": ys})
 
     def greedy(self, src: np.ndarray) -> list[list[int]]:
@@ -363,9 +383,10 @@ class OnnxTranslator:
         m = self.meta
         (memory,) = self.encoder.run(None, {"src": src})  # (B, S, D)
         lengths = (src != m["pad_id"]).sum(-1).tolist()
+        # (B,): EOS included
         limits = np.array(
             output_limits(lengths, m["max_len_a"], m["max_len_b"], m["max_len"])
-        )  # (B,): EOS included
+        )
         rows = np.arange(len(src))  # the sentence each live row belongs to
         ys = np.full((len(src), 1), m["bos_id"], dtype=np.int64)  # (b, t)
         out: list[list[int]] = [[] for _ in rows]
@@ -383,7 +404,8 @@ class OnnxTranslator:
     def translate(self, sentences, batch_size: int = 64) -> list[str]:
         """One output string per input sentence, in order (empty input, empty output).
 
-        `sentences` is a list of strings: one string alone is refused (`InputError`), as `translate` refuses it."""
+        `sentences` is a list of strings: one string alone is refused (`InputError`), as
+        `translate` refuses it."""
         if isinstance(sentences, (str, bytes)):
             raise InputError(
                 "sentences must be a list of strings: for one sentence, pass [sentence]"
@@ -412,9 +434,8 @@ class OnnxTranslator:
             for x in self.src_sp.encode([s.strip() for s in sentences])
         ]
         out = [""] * len(ids)
-        for chunk in length_batches(
-            [len(x) for x in ids], batch_size
-        ):  # as `translate` batches (chapter 11)
+        # as `translate` batches (chapter 11)
+        for chunk in length_batches([len(x) for x in ids], batch_size):
             src = np.array(
                 pad_rows([ids[i] for i in chunk], m["pad_id"]), dtype=np.int64
             )  # (b, S)

@@ -12,8 +12,9 @@ def inverse_sqrt_lr(
 ) -> float:
     """The paper's learning rate at optimiser step `step` (counted from 1).
 
-    lr = factor * D^-0.5 * min(step^-0.5, step * warmup^-1.5): a linear ramp for `warmup_steps`
-    steps, then decay as 1/sqrt(step). The two branches meet at step = warmup.
+    lr = factor * D^-0.5 * min(step^-0.5, step * warmup^-1.5): a linear ramp for
+    `warmup_steps` steps, then decay as 1/sqrt(step). The two branches meet at
+    step = warmup.
     """
     step = max(step, 1)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
@@ -21,10 +22,12 @@ def inverse_sqrt_lr(
 
 @dataclass
 class InverseSqrtSchedule:
-    """`inverse_sqrt_lr` as a multiplier for `torch.optim.lr_scheduler.LambdaLR` (base lr 1).
+    """`inverse_sqrt_lr` as a multiplier for `torch.optim.lr_scheduler.LambdaLR` (base
+    lr 1).
 
-    LambdaLR calls it with the number of steps already taken (0 before the first step). Being a
-    dataclass of numbers, the scheduler's `state_dict()` stays plain data (no pickled function).
+    LambdaLR calls it with the number of steps already taken (0 before the first step).
+    Being a dataclass of numbers, the scheduler's `state_dict()` stays plain data (no
+    pickled function).
     """
 
     d_model: int
@@ -39,8 +42,9 @@ class InverseSqrtSchedule:
 # %% ../../notebooks/10_training.ipynb #linear-schedule
 @dataclass
 class LinearDecaySchedule:
-    """The paper's warm-up to the same peak, then a straight line down to 1/(total - warmup + 1) of it at
-    step `total_steps`: a multiplier for `LambdaLR`, plain data like `InverseSqrtSchedule`."""
+    """The paper's warm-up to the same peak, then a straight line down to
+    1/(total - warmup + 1) of it at step `total_steps`: a multiplier for `LambdaLR`,
+    plain data like `InverseSqrtSchedule`."""
 
     d_model: int
     warmup_steps: int

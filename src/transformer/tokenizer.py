@@ -57,9 +57,8 @@ class Tokenizer:
                 f"no tokenizer model at {path}: train one with train_tokenizer(), or pass the "
                 f".model file saved beside the checkpoint"
             )
-        return cls(
-            read_regular_file(path, 256 << 20), model_path=path
-        )  # a pipe or a device is refused, not read
+        # a pipe or a device is refused, not read
+        return cls(read_regular_file(path, 256 << 20), model_path=path)
 
     def save(self, path: str | Path) -> Path:
         """Write the model to `path` atomically (temporary file, then rename) and return the path."""
@@ -140,24 +139,8 @@ class Tokenizer:
         return f"Tokenizer(vocab_size={self.vocab_size}, model={name!r})"
 
 # %% ../../notebooks/09_data.ipynb #a6afe26b
-def train_tokenizer(
-    sentences: Iterable[str],
-    model_prefix: str | Path,
-    vocab_size: int,
-    *,
-    model_type: str = "bpe",
-    character_coverage: float = 1.0,
-    normalization: str = "identity",
-    add_dummy_prefix: bool = True,
-    num_threads: int = 1,
-) -> Tokenizer:
-    """Train a sentencepiece model on `sentences` (only those), write `{model_prefix}.model`, return its Tokenizer.
-
-    Special ids are fixed (pad 0, unk 1, bos 2, eos 3). With the defaults (BPE, identity normalisation) training
-    is deterministic and `decode(encode(s)) == s` for any sentence with single spaces and known characters.
-    `add_dummy_prefix=False` suits scripts without spaces (Chinese): no `▁` in front of the first word.
-    Blank sentences carry nothing to learn and are skipped.
-    """
+def _sentences_to_learn(sentences: Iterable[str]) -> list[str]:
+    """The non-blank `sentences`, stripped: what sentencepiece learns from."""
     texts = []
     for s in sentences:
         if not isinstance(s, str):
@@ -168,12 +151,23 @@ def train_tokenizer(
             texts.append(s.strip())
     if not texts:
         raise ValueError(
-            "train_tokenizer got no non-empty sentences: pass the training split's sentences"
+            "train_tokenizer got no non-empty sentences: "
+            "pass the training split's sentences"
         )
-    if vocab_size <= len(SPECIAL_PIECES):
-        raise ValueError(
-            f"vocab_size={vocab_size} leaves no room beside the {len(SPECIAL_PIECES)} special pieces"
-        )
+    return texts
+
+
+def _sentencepiece_model(
+    texts: list[str],
+    vocab_size: int,
+    *,
+    model_type: str,
+    character_coverage: float,
+    normalization: str,
+    add_dummy_prefix: bool,
+    num_threads: int,
+) -> bytes:
+    """The bytes of a model trained on `texts`, with the course's fixed special ids."""
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
@@ -200,9 +194,47 @@ def train_tokenizer(
     except RuntimeError as err:
         reason = str(err).split("] ")[-1].strip() or str(err)
         raise ValueError(
-            f"sentencepiece could not train a {model_type} model with vocab_size={vocab_size} on "
-            f"{len(texts)} sentences: {reason}"
+            f"sentencepiece could not train a {model_type} model with "
+            f"vocab_size={vocab_size} on {len(texts)} sentences: {reason}"
         ) from None
+    return model.getvalue()
+
+
+def train_tokenizer(
+    sentences: Iterable[str],
+    model_prefix: str | Path,
+    vocab_size: int,
+    *,
+    model_type: str = "bpe",
+    character_coverage: float = 1.0,
+    normalization: str = "identity",
+    add_dummy_prefix: bool = True,
+    num_threads: int = 1,
+) -> Tokenizer:
+    """Train a sentencepiece model on `sentences` (only those), write
+    `{model_prefix}.model`, return its Tokenizer.
+
+    Special ids are fixed (pad 0, unk 1, bos 2, eos 3). With the defaults (BPE,
+    identity normalisation) training is deterministic and `decode(encode(s)) == s` for
+    any sentence with single spaces and known characters. `add_dummy_prefix=False`
+    suits scripts without spaces (Chinese): no `▁` in front of the first word. Blank
+    sentences carry nothing to learn and are skipped.
+    """
+    texts = _sentences_to_learn(sentences)
+    if vocab_size <= len(SPECIAL_PIECES):
+        raise ValueError(
+            f"vocab_size={vocab_size} leaves no room beside the "
+            f"{len(SPECIAL_PIECES)} special pieces"
+        )
+    model = _sentencepiece_model(
+        texts,
+        vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        normalization=normalization,
+        add_dummy_prefix=add_dummy_prefix,
+        num_threads=num_threads,
+    )
     path = Path(f"{model_prefix}.model")
-    atomic_write_bytes(path, model.getvalue())
-    return Tokenizer(model.getvalue(), model_path=path)
+    atomic_write_bytes(path, model)
+    return Tokenizer(model, model_path=path)

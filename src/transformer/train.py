@@ -74,7 +74,8 @@ from .tokenizer import train_tokenizer
 
 # %% ../../notebooks/95_training_run.ipynb #d207dd68
 class NonFiniteLossError(FloatingPointError):
-    """The loss or the gradient norm became NaN or infinite; the step was not applied."""
+    """The loss or the gradient norm became NaN or infinite; the step was not
+    applied."""
 
 
 @dataclass
@@ -89,8 +90,8 @@ class StepStats:
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None):
-    """Matrix products in `dtype` on `device` (`torch.autocast`), or a context that changes nothing when `dtype`
-    is None (float32 throughout)."""
+    """Matrix products in `dtype` on `device` (`torch.autocast`), or a context that
+    changes nothing when `dtype` is None (float32 throughout)."""
     return (
         torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
     )
@@ -108,12 +109,14 @@ def train_step(
     clip_grad_norm: float,
     autocast_dtype: torch.dtype | None = None,
 ) -> StepStats:
-    """One step of teacher forcing on `batch` (src (B, S), tgt_in (B, T), tgt_out (B, T)).
+    """One step of teacher forcing on `batch`
+    (src (B, S), tgt_in (B, T), tgt_out (B, T)).
 
-    `num_tokens` is this process's count of target tokens. With several processes (DDP) the loss
-    is divided by the count over all of them, times the number of processes because DDP averages
-    gradients: the update is the one a single process would make on the whole global batch.
-    Raises `NonFiniteLossError`, leaving the weights untouched, if the loss or gradients blow up.
+    `num_tokens` is this process's count of target tokens. With several processes (DDP)
+    the loss is divided by the count over all of them, times the number of processes
+    because DDP averages gradients: the update is the one a single process would make on
+    the whole global batch. Raises `NonFiniteLossError`, leaving the weights untouched,
+    if the loss or gradients blow up.
     """
     model.train()
     device = batch.src.device
@@ -122,9 +125,8 @@ def train_step(
     )
     (global_tokens,) = all_reduce_sum([float(num_tokens)], device)
     with autocast(device, autocast_dtype):
-        logits = model(
-            batch.src, batch.tgt_in
-        )  # (B, T, V): position t sees tgt_in[:, :t+1] only
+        # (B, T, V): position t sees tgt_in[:, :t+1] only
+        logits = model(batch.src, batch.tgt_in)
     loss_sum, nll_sum, _ = label_smoothed_loss(
         logits, batch.tgt_out, label_smoothing, pad_id
     )
@@ -156,9 +158,11 @@ def validation_metrics(
     pad_id: int,
     autocast_dtype: torch.dtype | None = None,
 ) -> dict:
-    """Per target token: loss, NLL, perplexity and accuracy (argmax = reference) of `model` over `batches`.
+    """Per target token: loss, NLL, perplexity and accuracy (argmax = reference) of
+    `model` over `batches`.
 
-    Teacher-forced, like training: every position sees the reference prefix, not the model's own output.
+    Teacher-forced, like training: every position sees the reference prefix, not the
+    model's own output.
     """
     was_training = model.training
     model.eval()
@@ -185,7 +189,8 @@ def validation_metrics(
 
 # %% ../../notebooks/95_training_run.ipynb #d59756f2
 def load_pairs(data: DataConfig, split: str) -> list[tuple[str, str]]:
-    """The (source, target) sentence pairs of the run's "train" or "valid" split (`split_pairs_for`), cut to its limit."""
+    """The (source, target) sentence pairs of the run's "train" or "valid" split
+    (`split_pairs_for`), cut to its limit."""
     files = data.train_files if split == "train" else data.valid_files
     pairs = split_pairs_for(
         data, data.train_split if split == "train" else data.valid_split, files
@@ -203,9 +208,10 @@ def _tokenizers_for_run(
 ) -> dict[str, Path]:
     """Return {file name inside a checkpoint: path} of the run's sentencepiece model(s).
 
-    A resumed run copies the checkpoint's into `tok_dir` (the checkpoint itself is pruned later: every
-    checkpoint the run writes copies them from `tok_dir`); a new one has process 0 train them on the training
-    split (never on validation or test data) while the other processes wait.
+    A resumed run copies the checkpoint's into `tok_dir` (the checkpoint itself is
+    pruned later: every checkpoint the run writes copies them from `tok_dir`); a new one
+    has process 0 train them on the training split (never on validation or test data)
+    while the other processes wait.
     """
     names = (
         ("tokenizer.model",)
@@ -213,83 +219,89 @@ def _tokenizers_for_run(
         else ("src_tokenizer.model", "tgt_tokenizer.model")
     )
     if from_checkpoint is not None and info.is_main:
-        for n in names:
-            try:
-                data = read_regular_file(
-                    from_checkpoint / n, 256 << 20, CheckpointError
-                )
-            except FileNotFoundError:
-                raise CheckpointError(
-                    f"{from_checkpoint / n} is missing: the checkpoint cannot be resumed; restore "
-                    "it, or start a new run"
-                ) from None
-            if not (
-                (tok_dir / n).is_file() and (tok_dir / n).read_bytes() == data
-            ):  # already there: untouched
-                atomic_write_bytes(tok_dir / n, data)
+        _copy_tokenizers(from_checkpoint, tok_dir, names)
     elif info.is_main:
         tok_dir.mkdir(parents=True, exist_ok=True)
-        d = config.data
-        if d.shared_vocab:
-            jobs = {
-                "tokenizer": (
-                    [s for pair in train_pairs for s in pair],
-                    d.vocab_size,
-                    d.src_lang,
-                )
-            }
-        else:
-            jobs = {
-                "src_tokenizer": (
-                    [s for s, _ in train_pairs],
-                    d.vocab_size,
-                    d.src_lang,
-                ),
-                "tgt_tokenizer": (
-                    [t for _, t in train_pairs],
-                    d.tgt_vocab_size or d.vocab_size,
-                    d.tgt_lang,
-                ),
-            }
-        for stem, (sentences, size, lang) in jobs.items():
-            # scripts without spaces between words get no sentence-initial space marker (see the data chapter)
-            try:
-                tok = train_tokenizer(
-                    sentences,
-                    str(tok_dir / stem),
-                    size,
-                    add_dummy_prefix=lang not in NO_SPACES,
-                )
-            except ValueError as e:  # no sentences at all, too few for the vocabulary, or too many characters
-                setting = (
-                    "data.tgt_vocab_size"
-                    if stem == "tgt_tokenizer"
-                    else "data.vocab_size"
-                )
-                todo = (
-                    f"raise {setting}: the corpus has more distinct characters than that"
-                    if "required_chars" in str(e)
-                    else "check the training files: they hold no sentence"
-                    if "no non-empty" in str(e)
-                    else f"lower {setting} or train on more pairs"
-                )
-                raise ConfigError(
-                    f"the run's {stem.replace('_', ' ')} cannot be trained: {e}; {todo}"
-                ) from None
-            if Path(tok.model_path).resolve() != (tok_dir / f"{stem}.model").resolve():
-                tok.save(tok_dir / f"{stem}.model")
+        for stem, job in _tokenizer_jobs(config.data, train_pairs).items():
+            _train_run_tokenizer(tok_dir, stem, *job)
     if dist.is_available() and dist.is_initialized():
         dist.barrier()  # the others wait until process 0 has written the tokenizer
     return {n: tok_dir / n for n in names}
+
+
+def _copy_tokenizers(from_checkpoint: Path, tok_dir: Path, names) -> None:
+    """Copy the checkpoint's tokenizer files into `tok_dir`, skipping identical ones."""
+    for n in names:
+        try:
+            data = read_regular_file(from_checkpoint / n, 256 << 20, CheckpointError)
+        except FileNotFoundError:
+            raise CheckpointError(
+                f"{from_checkpoint / n} is missing: the checkpoint cannot be resumed; "
+                "restore it, or start a new run"
+            ) from None
+        # already there: untouched
+        if not ((tok_dir / n).is_file() and (tok_dir / n).read_bytes() == data):
+            atomic_write_bytes(tok_dir / n, data)
+
+
+def _tokenizer_jobs(d: DataConfig, train_pairs) -> dict[str, tuple]:
+    """The tokenizers to train: file stem -> (sentences, vocabulary size, language)."""
+    if d.shared_vocab:
+        return {
+            "tokenizer": (
+                [s for pair in train_pairs for s in pair],
+                d.vocab_size,
+                d.src_lang,
+            )
+        }
+    return {
+        "src_tokenizer": ([s for s, _ in train_pairs], d.vocab_size, d.src_lang),
+        "tgt_tokenizer": (
+            [t for _, t in train_pairs],
+            d.tgt_vocab_size or d.vocab_size,
+            d.tgt_lang,
+        ),
+    }
+
+
+def _train_run_tokenizer(
+    tok_dir: Path, stem: str, sentences: list[str], size: int, lang: str
+) -> None:
+    """Train and save `tok_dir/<stem>.model`; refuse a corpus it cannot learn from."""
+    # scripts without spaces between words get no sentence-initial space marker
+    # (see the data chapter)
+    try:
+        tok = train_tokenizer(
+            sentences, str(tok_dir / stem), size, add_dummy_prefix=lang not in NO_SPACES
+        )
+    except ValueError as e:
+        # no sentences at all, too few for the vocabulary, or too many characters
+        setting = (
+            "data.tgt_vocab_size" if stem == "tgt_tokenizer" else "data.vocab_size"
+        )
+        todo = (
+            f"raise {setting}: the corpus has more distinct characters than that"
+            if "required_chars" in str(e)
+            else "check the training files: they hold no sentence"
+            if "no non-empty" in str(e)
+            else f"lower {setting} or train on more pairs"
+        )
+        raise ConfigError(
+            f"the run's {stem.replace('_', ' ')} cannot be trained: {e}; {todo}"
+        ) from None
+    if Path(tok.model_path).resolve() != (tok_dir / f"{stem}.model").resolve():
+        tok.save(tok_dir / f"{stem}.model")
 
 # %% ../../notebooks/95_training_run.ipynb #b3e8f5a2
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
 
 
 def keep_freed_memory() -> bool:
-    """Make glibc keep freed memory for reuse instead of returning it to the system (whole process).
+    """Make glibc keep freed memory for reuse instead of returning it to the system
+    (whole process).
 
-    Returns True when glibc accepted both settings, False where there is no glibc to ask.
+    Returns True when glibc accepted both settings, False where there is no glibc to
+    ask.
     """
     if not sys.platform.startswith("linux"):
         return False
@@ -302,7 +314,8 @@ def keep_freed_memory() -> bool:
 
 # %% ../../notebooks/95_training_run.ipynb #d5a0b2e4
 def cpu_name() -> str:
-    """The CPU's model name where Linux says it, else what `platform` knows: which machine a measurement ran on."""
+    """The CPU's model name where Linux says it, else what `platform` knows: which
+    machine a measurement ran on."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -313,7 +326,8 @@ def cpu_name() -> str:
 
 
 def cpu_has_bf16_matmul() -> bool | None:
-    """Whether this x86 CPU has bf16 matrix instructions (AVX512-BF16 or AMX); None where torch cannot tell."""
+    """Whether this x86 CPU has bf16 matrix instructions (AVX512-BF16 or AMX); None
+    where torch cannot tell."""
     probes = [
         getattr(torch.cpu, name, None)
         for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
@@ -324,8 +338,9 @@ def cpu_has_bf16_matmul() -> bool | None:
 
 
 def _check_model_fits(config: TrainConfig, device: torch.device) -> None:
-    """Refuse a [model] this device cannot train, before anything is written: its weights, their gradients and
-    Adam's two moments (four float32 copies), with the largest vocabularies the run can get."""
+    """Refuse a [model] this device cannot train, before anything is written: its
+    weights, their gradients and Adam's two moments (four float32 copies), with the
+    largest vocabularies the run can get."""
     check_fits(
         4 * model_bytes(config.largest_model()),
         device,
@@ -343,9 +358,9 @@ def _check_precision(config: TrainConfig, device: torch.device) -> None:
         and cpu_has_bf16_matmul() is False
     ):
         raise ConfigError(
-            'precision = "bf16" on a CPU without bf16 matrix instructions (AVX512-BF16 or AMX): '
-            'its matrix products would run far slower than in float32; set precision = "fp32" '
-            "in the config"
+            'precision = "bf16" on a CPU without bf16 matrix instructions '
+            "(AVX512-BF16 or AMX): its matrix products would run far slower than in "
+            'float32; set precision = "fp32" in the config'
         )
 
 # %% ../../notebooks/95_training_run.ipynb #e0161afc
@@ -361,10 +376,11 @@ class TrainResult:
 
 
 def train(config: TrainConfig, resume: bool = False) -> TrainResult:
-    """Train a Transformer as `config` says; with `resume`, continue the run in `config.out_dir`.
+    """Train a Transformer as `config` says; with `resume`, continue the run in
+    `config.out_dir`.
 
-    Works alone or as one process of `torchrun --nproc_per_node N` (DDP: NCCL on GPUs, gloo on
-    CPUs, each process taking its own shard of the length-bucketed batches).
+    Works alone or as one process of `torchrun --nproc_per_node N` (DDP: NCCL on GPUs,
+    gloo on CPUs, each process taking its own shard of the length-bucketed batches).
     """
     config.validate()
     info = DistInfo.from_env()
@@ -387,7 +403,8 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
 
 # %% ../../notebooks/95_training_run.ipynb #921bc592
 def _make_run_folder(out: Path) -> Path | None:
-    """Create `out` (and its missing parents); return the topmost folder created, None if `out` existed."""
+    """Create `out` (and its missing parents); return the topmost folder created, None
+    if `out` existed."""
     if out.is_symlink() and not out.exists():
         raise ConfigError(
             f"out_dir={out} is a link to nothing: remove it, or set another out_dir"
@@ -395,15 +412,15 @@ def _make_run_folder(out: Path) -> Path | None:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out_dir={out} is a file, not a folder: set another out_dir")
     try:
-        return create_folder(
-            out
-        )  # made a moment ago by another run: the lock decides which of the two goes on
+        # made a moment ago by another run: the lock decides which of the two goes on
+        return create_folder(out)
     except OSError as e:
         raise ConfigError(f"out_dir={out} cannot be created: {e.strerror}") from None
 
 
 def _lock_holder(folder: Path) -> str:
-    """Which process holds the lock on `folder`, as Linux lists it in /proc/locks; "another process" elsewhere."""
+    """Which process holds the lock on `folder`, as Linux lists it in /proc/locks;
+    "another process" elsewhere."""
     st = os.stat(folder)
     inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     with contextlib.suppress(OSError, ValueError, IndexError):
@@ -424,8 +441,8 @@ def _lock_holder(folder: Path) -> str:
 
 
 def _lock(out: Path) -> int | None:
-    """An exclusive lock on the folder `out` (its file descriptor, to close when the run ends), or None where
-    there is no lock to take."""
+    """An exclusive lock on the folder `out` (its file descriptor, to close when the run
+    ends), or None where there is no lock to take."""
     if fcntl is None:  # Windows has no flock: there the lock is left out
         return None
     fd = os.open(out, os.O_RDONLY)
@@ -434,13 +451,16 @@ def _lock(out: Path) -> int | None:
     except BlockingIOError:
         os.close(fd)
         raise ConfigError(
-            f"out_dir={out} is in use by another training run ({_lock_holder(out)}): wait for it "
-            "to end, or set another out_dir"
+            f"out_dir={out} is in use by another training run ({_lock_holder(out)}): "
+            "wait for it to end, or set another out_dir"
         ) from None
-    except OSError as e:  # NFS emulates flock with a POSIX lock, which a folder opened read-only cannot take
+    except OSError as e:
+        # NFS emulates flock with a POSIX lock, which a folder opened read-only
+        # cannot take
         os.close(fd)
         print(
-            f"warning: out_dir={out} cannot be locked ({e.strerror}): a second run into it would not be stopped",
+            f"warning: out_dir={out} cannot be locked ({e.strerror}): "
+            "a second run into it would not be stopped",
             file=sys.stderr,
         )
         return None
@@ -449,14 +469,17 @@ def _lock(out: Path) -> int | None:
 
 @contextlib.contextmanager
 def _run_folder(out: Path, info: DistInfo):
-    """Create `out` if needed and hold an exclusive lock on it while the run lasts (process 0 does both).
+    """Create `out` if needed and hold an exclusive lock on it while the run lasts
+    (process 0 does both).
 
-    The lock is the operating system's (`flock` on the folder itself): it goes with the process, so a run that
-    is killed never leaves a stale lock, and no file is written for it. A second run into the same folder stops
-    with one line naming the process that holds it. Windows has no `flock`, and a file system that cannot lock
-    a folder (NFS) is named in a warning: there the run goes on unlocked. If the run is refused before it wrote a
-    checkpoint, what it made is removed again (the folders it created, or its tokenizer/ and metrics.csv in a
-    folder that was there before): a rejected run leaves nothing behind.
+    The lock is the operating system's (`flock` on the folder itself): it goes with the
+    process, so a run that is killed never leaves a stale lock, and no file is written
+    for it. A second run into the same folder stops with one line naming the process
+    that holds it. Windows has no `flock`, and a file system that cannot lock a folder
+    (NFS) is named in a warning: there the run goes on unlocked. If the run is refused
+    before it wrote a checkpoint, what it made is removed again (the folders it created,
+    or its tokenizer/ and metrics.csv in a folder that was there before): a rejected run
+    leaves nothing behind.
     """
     if not info.is_main:
         yield
@@ -467,9 +490,8 @@ def _run_folder(out: Path, info: DistInfo):
     try:
         fd = _lock(out)
         yield
-    except (
-        BaseException
-    ):  # refused, a bug, or Ctrl-C before the first checkpoint: nothing half-made stays
+    except BaseException:
+        # refused, a bug, or Ctrl-C before the first checkpoint: nothing half-made stays
         if not (out / "checkpoints").exists():
             made = (
                 [created]
@@ -490,13 +512,29 @@ def _run_folder(out: Path, info: DistInfo):
 def _previous_checkpoint(
     config: TrainConfig, resume: bool, info: DistInfo
 ) -> tuple[Path | None, dict | None]:
-    """The checkpoint a run continues from and its training state; (None, None) for a new run.
+    """The checkpoint a run continues from and its training state; (None, None) for a
+    new run.
 
-    Refuses a resume with nothing to resume, a new run into a folder that holds one, and a resume whose config
-    or number of processes differs from the checkpoint's.
+    Refuses a resume with nothing to resume, a new run into a folder that holds one, and
+    a resume whose config or number of processes differs from the checkpoint's.
     """
     out = Path(config.out_dir)
     checkpoints = out / "checkpoints"
+    _check_run_files(out)
+    if not resume:
+        _refuse_existing_run(out, checkpoints)
+        return None, None
+    previous = resumable_checkpoint(checkpoints)  # the newest intact one
+    if previous is None:
+        raise CheckpointNotFoundError(
+            f"nothing to resume: no checkpoint under {checkpoints}; "
+            "start without --resume"
+        )
+    return previous, _resume_state(config, previous, info)
+
+
+def _check_run_files(out: Path) -> None:
+    """Refuse a checkpoints/, tokenizer/ or metrics.csv of the wrong kind in `out`."""
     for name, folder in (
         ("checkpoints", True),
         ("tokenizer", True),
@@ -507,19 +545,15 @@ def _previous_checkpoint(
             p.is_dir() if folder else p.is_file()
         ) is False:
             raise ConfigError(
-                f"{p} should be a {'folder' if folder else 'file'} of the run, but is not: move it "
-                "away, or set another out_dir"
+                f"{p} should be a {'folder' if folder else 'file'} of the run, "
+                "but is not: move it away, or set another out_dir"
             )
-    previous = (
-        resumable_checkpoint(checkpoints) if resume else None
-    )  # skips damaged ones
-    if resume and previous is None:
-        raise CheckpointNotFoundError(
-            f"nothing to resume: no checkpoint under {checkpoints}; start without --resume"
-        )
-    saved = checkpoints.is_dir() and any(
-        checkpoints.iterdir()
-    )  # tokenizer/ and metrics.csv alone: never saved
+
+
+def _refuse_existing_run(out: Path, checkpoints: Path) -> None:
+    """Refuse a new run into a folder that holds a saved run or files not a run's."""
+    # tokenizer/ and metrics.csv alone: never saved
+    saved = checkpoints.is_dir() and any(checkpoints.iterdir())
     held = [
         n for n in ("checkpoints", "tokenizer", "metrics.csv") if (out / n).exists()
     ]
@@ -528,45 +562,43 @@ def _previous_checkpoint(
         if out.is_dir()
         else []
     )
-    if not resume and others:
+    if others:
         raise ConfigError(
             f"out_dir={out} holds files that are not a run's ({', '.join(others[:3])}"
             f"{', ...' if len(others) > 3 else ''}): give a new or empty folder"
         )
-    if not resume and saved:
+    if saved:
         latest = _safe_latest(checkpoints)
         where, what = (checkpoints, latest.name) if latest else (out, ", ".join(held))
         raise RunExistsError(
-            f"{where} already holds a run ({what}): pass --resume to continue it, or set another "
-            "out_dir"
+            f"{where} already holds a run ({what}): pass --resume to continue it, "
+            "or set another out_dir"
         )
-    if previous is None:
-        return None, None
+
+
+def _resume_state(config: TrainConfig, previous: Path, info: DistInfo) -> dict:
+    """The checkpoint's state; refuses a config or number of processes that differs."""
     check_resume_compatible(config, read_train_config(previous))
     state = load_training_state(previous)
     _check_state(state, previous)
     if state["world_size"] != info.world_size:
         raise ConfigError(
-            f"the checkpoint was written by {state['world_size']} process(es) but this run has "
-            f"{info.world_size}: resume with the same number, so each sees the same batches"
+            f"the checkpoint was written by {state['world_size']} process(es) but this "
+            f"run has {info.world_size}: resume with the same number, so each sees the "
+            "same batches"
         )
-    return previous, state
+    return state
 
 
-_RUN_FILES = (
-    "checkpoints",
-    "tokenizer",
-    "metrics.csv",
-    "tensorboard",
-)  # what a run writes into its out_dir
+# what a run writes into its out_dir
+_RUN_FILES = ("checkpoints", "tokenizer", "metrics.csv", "tensorboard")
 
 
 def _safe_latest(checkpoints: Path) -> Path | None:
     try:
         return latest_checkpoint(checkpoints)
-    except (
-        CheckpointError
-    ):  # a pointer that names no folder: the run is there all the same
+    except CheckpointError:
+        # a pointer that names no folder: the run is there all the same
         return None
 
 
@@ -584,7 +616,8 @@ _STATE_TYPES = {
 
 
 def _check_state(state, checkpoint: Path) -> None:
-    """Refuse a training state that is JSON but not one a run wrote: a key missing, a number that is text."""
+    """Refuse a training state that is JSON but not one a run wrote: a key missing, a
+    number that is text."""
     wrong = [
         k
         for k, t in _STATE_TYPES.items()
@@ -599,17 +632,20 @@ def _check_state(state, checkpoint: Path) -> None:
         or state["step"] < 0
     ):
         raise CheckpointError(
-            f"{checkpoint / 'training_state.json'} is damaged ({', '.join(wrong) or 'rng'} missing "
-            "or of the wrong type): resume from another checkpoint, or start a new run"
+            f"{checkpoint / 'training_state.json'} is damaged "
+            f"({', '.join(wrong) or 'rng'} missing or of the wrong type): "
+            "resume from another checkpoint, or start a new run"
         )
 
 
 def _run_data(
     config: TrainConfig, info: DistInfo, previous: Path | None, train_pairs, valid_pairs
 ):
-    """Tokenizers (trained on the training split only) and token ids of the run's sentence pairs.
+    """Tokenizers (trained on the training split only) and token ids of the run's
+    sentence pairs.
 
-    Returns the tokenizer files (name inside a checkpoint -> path), both tokenizers and both datasets.
+    Returns the tokenizer files (name inside a checkpoint -> path), both tokenizers and
+    both datasets.
     """
     out, d = Path(config.out_dir), config.data
     tokenizer_files = _tokenizers_for_run(
@@ -626,8 +662,9 @@ def _run_data(
     ):
         if len(dataset) == 0:
             raise ConfigError(
-                f"no {split} pair is left ({len(pairs)} read, every one empty or longer than "
-                f"data.max_len={d.max_len} tokens): raise data.max_len, or check the corpus"
+                f"no {split} pair is left ({len(pairs)} read, every one empty or "
+                f"longer than data.max_len={d.max_len} tokens): raise data.max_len, "
+                "or check the corpus"
             )
     return tokenizer_files, src_tok, tgt_tok, train_set, valid_set
 
@@ -642,9 +679,28 @@ def _run_model(
     state: dict | None,
     total_steps: int,
 ):
-    """Model, optimiser, schedule: fresh, or exactly as the checkpoint left them; and `net`, the model the
-    steps run (wrapped for several processes, compiled if the config asks). `total_steps`: the run's last step."""
-    o = config.optim
+    """Model, optimiser, schedule: fresh, or exactly as the checkpoint left them; and
+    `net`, the model the steps run (wrapped for several processes, compiled if the
+    config asks). `total_steps`: the run's last step."""
+    model = _build_run_model(config, info, device, src_tok, tgt_tok, previous)
+    optimizer, scheduler = _optimizer_and_schedule(config, model, total_steps)
+    if state is not None:
+        _restore_training_state(optimizer, scheduler, state, previous, info, device)
+    net = _wrap_model(model, config, info, device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    return model, net, optimizer, scheduler
+
+
+def _build_run_model(
+    config: TrainConfig,
+    info: DistInfo,
+    device: torch.device,
+    src_tok,
+    tgt_tok,
+    previous: Path | None,
+) -> nn.Module:
+    """The model [model] describes, seeded, with the checkpoint's weights if any."""
     torch.manual_seed(config.seed)
     model_config = ModelConfig(
         src_vocab_size=src_tok.vocab_size,
@@ -657,6 +713,12 @@ def _run_model(
     if previous is not None:
         load_weights(model, previous / "model.safetensors")
     model.to(device)
+    return model
+
+
+def _optimizer_and_schedule(config: TrainConfig, model: nn.Module, total_steps: int):
+    """Adam over the model's weights, and the learning-rate schedule [optim] names."""
+    o = config.optim
     optimizer = torch.optim.Adam(
         model.parameters(),
         lr=1.0,
@@ -666,30 +728,36 @@ def _run_model(
     )
     if o.schedule == "linear":
         schedule = LinearDecaySchedule(
-            model_config.d_model, o.warmup_steps, total_steps, o.lr_factor
+            model.config.d_model, o.warmup_steps, total_steps, o.lr_factor
         )
     else:
         schedule = InverseSqrtSchedule(
-            model_config.d_model, o.warmup_steps, o.lr_factor
+            model.config.d_model, o.warmup_steps, o.lr_factor
         )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    if state is not None:
-        try:
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
-            set_rng_state(state["rng"][info.rank], device)
-        except (
-            KeyError,
-            ValueError,
-            TypeError,
-            IndexError,
-            RuntimeError,
-        ) as e:  # JSON of another shape
-            raise CheckpointError(
-                f"{previous / 'training_state.json'} does not fit this model's optimiser "
-                f"({type(e).__name__}: {str(e)[:80]}): resume from another checkpoint, or start "
-                "a new run"
-            ) from None
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+
+def _restore_training_state(
+    optimizer, scheduler, state: dict, previous: Path, info: DistInfo, device
+) -> None:
+    """Restore Adam's moments, the schedule's step and this process's random numbers."""
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        set_rng_state(state["rng"][info.rank], device)
+    except (KeyError, ValueError, TypeError, IndexError, RuntimeError) as e:
+        # JSON of another shape
+        raise CheckpointError(
+            f"{previous / 'training_state.json'} does not fit this model's optimiser "
+            f"({type(e).__name__}: {str(e)[:80]}): resume from another checkpoint, "
+            "or start a new run"
+        ) from None
+
+
+def _wrap_model(
+    model: nn.Module, config: TrainConfig, info: DistInfo, device: torch.device
+) -> nn.Module:
+    """The model the steps run: wrapped for several processes, compiled if asked."""
     net = model
     if info.world_size > 1:
         net = nn.parallel.DistributedDataParallel(
@@ -697,14 +765,13 @@ def _run_model(
         )
     if config.compile:
         net = torch.compile(net, dynamic=True)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-    return model, net, optimizer, scheduler
+    return net
 
 
 @dataclass(kw_only=True)
 class _Run:
-    """What the steps of one training run share: its pieces (set once, by keyword), and the counters they move on."""
+    """What the steps of one training run share: its pieces (set once, by keyword), and
+    the counters they move on."""
 
     config: TrainConfig
     info: DistInfo
@@ -720,17 +787,18 @@ class _Run:
     amp: torch.dtype | None  # the autocast type, None for float32
     log: MetricsLog | None = None  # process 0 only
     history: list[dict] = field(default_factory=list)
-    t0: float = 0.0  # perf_counter() at the (virtual) start of the run: elapsed time survives a resume
+    # perf_counter() at the (virtual) start of the run: elapsed time survives a resume
+    t0: float = 0.0
     step: int = 0
     epoch: int = 0
     start_batch: int = 0
     best: float = math.inf
     saved_at: Path | None = None
     saved_step: int = -1
-    epoch_loss: float = 0.0  # this epoch's sum of loss x tokens over its steps so far
-    epoch_tokens: float = (
-        0.0  # and of their target tokens: their ratio is the epoch's training loss
-    )
+    # this epoch's sums over its steps so far, of loss x tokens and of target tokens:
+    # their ratio is the epoch's training loss
+    epoch_loss: float = 0.0
+    epoch_tokens: float = 0.0
 
     @property
     def checkpoints(self) -> Path:
@@ -740,7 +808,8 @@ class _Run:
 def _save(
     run: _Run, next_epoch: int, next_batch: int, valid_loss: float | None = None
 ) -> Path:
-    """Write the checkpoint of `run.step` (process 0), move the `latest` and `best` pointers, prune old ones."""
+    """Write the checkpoint of `run.step` (process 0), move the `latest` and `best`
+    pointers, prune old ones."""
     rng = gather_rng_states(run.device, run.info)
     is_best = valid_loss is not None and valid_loss < run.best
     if is_best:
@@ -778,7 +847,8 @@ def _save(
 
 
 def _step(run: _Run, num_tokens: int, batch, b: int) -> tuple[StepStats, float]:
-    """One logged optimiser step, and its tokens per second; a NaN stops the run naming the last good checkpoint."""
+    """One logged optimiser step, and its tokens per second; a NaN stops the run naming
+    the last good checkpoint."""
     o, tick = run.config.optim, time.perf_counter()
     try:
         s = train_step(
@@ -794,10 +864,11 @@ def _step(run: _Run, num_tokens: int, batch, b: int) -> tuple[StepStats, float]:
         )
     except NonFiniteLossError as e:
         raise NonFiniteLossError(
-            f"training stopped at step {run.step + 1} (epoch {run.epoch + 1}, batch {b}): {e}. The step was not "
-            f"applied and no checkpoint was written after it; the last good one is "
-            f"{run.saved_at or 'none (no checkpoint yet)'}. Lower optim.lr_factor, raise optim.warmup_steps, raise "
-            f"optim.eps or check the data, then "
+            f"training stopped at step {run.step + 1} (epoch {run.epoch + 1}, "
+            f"batch {b}): {e}. The step was not applied and no checkpoint was written "
+            "after it; the last good one is "
+            f"{run.saved_at or 'none (no checkpoint yet)'}. Lower optim.lr_factor, "
+            "raise optim.warmup_steps, raise optim.eps or check the data, then "
             f"{'--resume' if run.saved_at else 'start again in a new out_dir'}."
         ) from None
     run.step += 1
@@ -821,7 +892,8 @@ def _step(run: _Run, num_tokens: int, batch, b: int) -> tuple[StepStats, float]:
 def _end_epoch(
     run: _Run, valid_batches: list, train_loss: float, finished: bool, b: int
 ) -> None:
-    """Validate, log the epoch's row, checkpoint, and move the counters to where the next epoch starts."""
+    """Validate, log the epoch's row, checkpoint, and move the counters to where the
+    next epoch starts."""
     o = run.config.optim
     valid = validation_metrics(
         run.model,
@@ -847,11 +919,12 @@ def _end_epoch(
             **{k: v for k, v in row.items() if k != "step"},
             elapsed_s=time.perf_counter() - run.t0,
         )
-    if finished:  # the next epoch starts its sums afresh; a checkpoint of a finished epoch stores them empty
+    if finished:
+        # the next epoch starts its sums afresh; a checkpoint of a finished epoch
+        # stores them empty
         run.epoch_loss = run.epoch_tokens = 0.0
-    if (
-        run.step != run.saved_step
-    ):  # nothing new to save right after resuming a finished epoch
+    if run.step != run.saved_step:
+        # nothing new to save right after resuming a finished epoch
         run.saved_at = _save(
             run,
             run.epoch + 1 if finished else run.epoch,
@@ -865,7 +938,8 @@ def _end_epoch(
 def _train_epoch(
     run: _Run, sampler: TokenBudgetBatchSampler, valid_batches: list
 ) -> bool:
-    """One epoch (or its rest, after a resume) and its validation; True when `optim.max_steps` is reached."""
+    """One epoch (or its rest, after a resume) and its validation; True when
+    `optim.max_steps` is reached."""
     config, o = run.config, run.config.optim
     sampler.set_epoch(run.epoch)
     order = list(sampler)
@@ -914,33 +988,14 @@ def _train_epoch(
 def _start_run(
     config: TrainConfig, resume: bool, info: DistInfo, device: torch.device, pairs
 ) -> tuple:
-    """What the run continues from, its data, model and counters: (`_Run`, batch sampler, validation batches)."""
+    """What the run continues from, its data, model and counters: (`_Run`, batch
+    sampler, validation batches)."""
     previous, state = _previous_checkpoint(config, resume, info)
-    out, o = Path(config.out_dir), config.optim
     tokenizer_files, src_tok, tgt_tok, train_set, valid_set = _run_data(
         config, info, previous, *pairs
     )
-    sampler = TokenBudgetBatchSampler(
-        train_set.lengths,
-        o.max_tokens,
-        shuffle=True,
-        seed=config.seed,
-        num_replicas=info.world_size,
-        rank=info.rank,
-    )
-    valid_batches = list(
-        TokenBudgetBatchSampler(valid_set.lengths, o.max_tokens, shuffle=False)
-    )
-    total_steps = (
-        min(o.epochs * len(sampler), o.max_steps)
-        if o.max_steps
-        else o.epochs * len(sampler)
-    )
-    if o.schedule == "linear" and o.warmup_steps >= total_steps:
-        raise ConfigError(
-            f"optim.warmup_steps={o.warmup_steps} leaves nothing to decay: this run has {total_steps} "
-            "steps; lower warmup_steps or train longer"
-        )
+    sampler, valid_batches = _batches(config, info, train_set, valid_set)
+    total_steps = _total_steps(config, len(sampler))
     model, net, optimizer, scheduler = _run_model(
         config, info, device, src_tok, tgt_tok, previous, state, total_steps
     )
@@ -962,53 +1017,103 @@ def _start_run(
         amp=torch.bfloat16 if use_bf16 else None,
         saved_at=previous,
     )
-    elapsed0 = 0.0
-    if state is not None:
-        run.step, run.epoch, run.start_batch = (
-            state["step"],
-            state["epoch"],
-            state["batch"],
-        )
-        run.best, elapsed0 = state["best_valid_loss"], state["elapsed_s"]
-        # the interrupted epoch's running sums, so that its row in metrics.csv is the uninterrupted run's
-        # (a checkpoint written before they were kept: the sums of its step rows in metrics.csv)
-        run.epoch_loss, run.epoch_tokens = state.get("epoch_sums") or epoch_sums(
-            out, run.epoch + 1, run.step
-        )
+    elapsed0 = 0.0 if state is None else _restore_counters(run, state)
     run.saved_step = run.step if previous is not None else -1
     if info.is_main:
-        run.log = MetricsLog(
-            out,
-            resume_step=run.step if resume else None,
-            tensorboard=config.tensorboard,
-            mid_epoch=run.start_batch > 0,
-        )
-        run.history = [
-            {
-                k: r[k]
-                for k in (
-                    "epoch",
-                    "step",
-                    "loss",
-                    "valid_loss",
-                    "valid_nll",
-                    "valid_ppl",
-                    "valid_acc",
-                )
-                if k in r
-            }
-            for r in read_metrics(out)
-            if r["kind"] == "epoch"
-        ]
+        _open_log(run, resume)
     run.t0 = time.perf_counter() - elapsed0
     return run, sampler, valid_batches
+
+
+def _batches(
+    config: TrainConfig,
+    info: DistInfo,
+    train_set: TranslationDataset,
+    valid_set: TranslationDataset,
+) -> tuple[TokenBudgetBatchSampler, list]:
+    """This process's sampler of training batches, and the validation batches."""
+    o = config.optim
+    sampler = TokenBudgetBatchSampler(
+        train_set.lengths,
+        o.max_tokens,
+        shuffle=True,
+        seed=config.seed,
+        num_replicas=info.world_size,
+        rank=info.rank,
+    )
+    valid_batches = list(
+        TokenBudgetBatchSampler(valid_set.lengths, o.max_tokens, shuffle=False)
+    )
+    return sampler, valid_batches
+
+
+def _total_steps(config: TrainConfig, steps_per_epoch: int) -> int:
+    """The run's last step; a linear schedule must have steps left after its warmup."""
+    o = config.optim
+    total_steps = (
+        min(o.epochs * steps_per_epoch, o.max_steps)
+        if o.max_steps
+        else o.epochs * steps_per_epoch
+    )
+    if o.schedule == "linear" and o.warmup_steps >= total_steps:
+        raise ConfigError(
+            f"optim.warmup_steps={o.warmup_steps} leaves nothing to decay: this run "
+            f"has {total_steps} steps; lower warmup_steps or train longer"
+        )
+    return total_steps
+
+
+def _restore_counters(run: _Run, state: dict) -> float:
+    """Set the run's counters as the checkpoint left them; returns its elapsed time."""
+    run.step, run.epoch, run.start_batch = (
+        state["step"],
+        state["epoch"],
+        state["batch"],
+    )
+    run.best = state["best_valid_loss"]
+    # the interrupted epoch's running sums, so that its row in metrics.csv is the
+    # uninterrupted run's (a checkpoint written before they were kept: the sums of its
+    # step rows in metrics.csv)
+    run.epoch_loss, run.epoch_tokens = state.get("epoch_sums") or epoch_sums(
+        Path(run.config.out_dir), run.epoch + 1, run.step
+    )
+    return state["elapsed_s"]
+
+
+def _open_log(run: _Run, resume: bool) -> None:
+    """Process 0's metrics log, and the epoch rows it already holds as the history."""
+    out = Path(run.config.out_dir)
+    run.log = MetricsLog(
+        out,
+        resume_step=run.step if resume else None,
+        tensorboard=run.config.tensorboard,
+        mid_epoch=run.start_batch > 0,
+    )
+    run.history = [
+        {
+            k: r[k]
+            for k in (
+                "epoch",
+                "step",
+                "loss",
+                "valid_loss",
+                "valid_nll",
+                "valid_ppl",
+                "valid_acc",
+            )
+            if k in r
+        }
+        for r in read_metrics(out)
+        if r["kind"] == "epoch"
+    ]
 
 
 def _train(
     config: TrainConfig, resume: bool, info: DistInfo, device: torch.device
 ) -> TrainResult:
-    """The run in named steps: the sentence pairs read (before anything is written), the run's folder locked, what
-    the run continues from, data, model, then epochs until done."""
+    """The run in named steps: the sentence pairs read (before anything is written), the
+    run's folder locked, what the run continues from, data, model, then epochs until
+    done."""
     pairs = load_pairs(config.data, "train"), load_pairs(config.data, "valid")
     with _run_folder(Path(config.out_dir), info):
         run, sampler, valid_batches = _start_run(config, resume, info, device, pairs)

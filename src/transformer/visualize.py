@@ -27,7 +27,8 @@ KIND_NAMES = {
 
 @contextlib.contextmanager
 def keeping_weights(model):
-    """Inside the block, every `MultiHeadAttention` of `model` runs the explicit path and keeps `last_weights`."""
+    """Inside the block, every `MultiHeadAttention` of `model` runs the explicit path
+    and keeps `last_weights`."""
     layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
     before = [m.need_weights for m in layers]
     for m in layers:
@@ -40,23 +41,27 @@ def keeping_weights(model):
 
 
 def attention_module(model, kind: str, layer: int) -> MultiHeadAttention:
-    """The attention block of one kind ("encoder", "decoder" or "cross") in layer `layer` (from 0)."""
+    """The attention block of one kind ("encoder", "decoder" or "cross")
+    in layer `layer` (from 0)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}: choose one of {', '.join(KINDS)}")
     layers = model.encoder.layers if kind == "encoder" else model.decoder.layers
     if not 0 <= layer < len(layers):
         raise ValueError(
-            f"layer {layer} does not exist: this model has layers 0 to {len(layers) - 1}"
+            f"layer {layer} does not exist: this model has "
+            f"layers 0 to {len(layers) - 1}"
         )
     return layers[layer].cross_attn if kind == "cross" else layers[layer].self_attn
 
 
 @torch.no_grad()
 def attention_weights(model, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
-    """One teacher-forced pass with the weights kept: src (B, S) and tgt_in (B, T) (BOS first) ->
+    """One teacher-forced pass with the weights kept:
+    src (B, S) and tgt_in (B, T) (BOS first) ->
     {"encoder": (N, B, h, S, S), "decoder": (N, B, h, T, T), "cross": (N, B, h, T, S)}.
 
-    Padded keys get weight 0; rows of padded queries are meaningless and should be dropped by the caller.
+    Padded keys get weight 0; rows of padded queries are meaningless and should
+    be dropped by the caller.
     """
     model.eval()
     with keeping_weights(model):
@@ -80,10 +85,13 @@ def attention_weights(model, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
 # %% ../../notebooks/14_seeing_attention.ipynb #1bb9cde9
 @dataclass
 class AttentionMaps:
-    """The attention weights of one sentence and its translation, with the pieces that label their axes.
+    """The attention weights of one sentence and its translation, with the
+    pieces that label their axes.
 
-    encoder (N, h, S, S), decoder (N, h, T, T), cross (N, h, T, S): [layer, head, query, key].
-    `target` holds the decoder's T inputs: "<s>" and the output pieces (the row of input t predicts piece t + 1).
+    encoder (N, h, S, S), decoder (N, h, T, T), cross (N, h, T, S):
+    [layer, head, query, key].
+    `target` holds the decoder's T inputs: "<s>" and the output pieces (the row of input
+    t predicts piece t + 1).
     """
 
     sentence: str
@@ -114,7 +122,8 @@ def attention_maps(
     *,
     beam_size: int | None = None,
 ) -> AttentionMaps:
-    """Translate `sentence` (unless `translation` is given) and return all attention weights with their labels."""
+    """Translate `sentence` (unless `translation` is given) and return all attention
+    weights with their labels."""
     model, src_tok, tgt_tok = (
         checkpoint.model,
         checkpoint.src_tokenizer,
@@ -126,9 +135,8 @@ def attention_maps(
     if translation is None:
         translation = translate(checkpoint, [sentence], beam_size=beam_size)[0]
     tgt_ids = [BOS_ID] + tgt_tok.encode(translation)[: model.config.max_len - 1]
-    w = attention_weights(
-        model, torch.tensor([src_ids]), torch.tensor([tgt_ids])
-    )  # batch of one
+    # batch of one
+    w = attention_weights(model, torch.tensor([src_ids]), torch.tensor([tgt_ids]))
     return AttentionMaps(
         sentence,
         translation,
@@ -150,9 +158,11 @@ def plot_attention(
     fontsize: float = 7,
     fig=None,
 ):
-    """Heatmaps of one kind of attention: one (layer, head), or the grid of all N x h maps when both are None.
+    """Heatmaps of one kind of attention: one (layer, head), or the grid of all N x h
+    maps when both are None.
 
-    Rows are queries, columns keys, both labelled with pieces; darker means more weight. Returns the Figure.
+    Rows are queries, columns keys, both labelled with pieces; darker means more
+    weight. Returns the Figure.
     """
     import matplotlib.pyplot as plt
 
@@ -183,16 +193,17 @@ def plot_attention(
 # %% ../../notebooks/14_seeing_attention.ipynb #86985c37
 @contextlib.contextmanager
 def zeroed_head(model, kind: str, layer: int, head: int):
-    """Inside the block, head `head` of one attention block outputs zeros (its D_h slice before W^O)."""
+    """Inside the block, head `head` of one attention block outputs zeros
+    (its D_h slice before W^O)."""
     attn = attention_module(model, kind, layer)
     if not 0 <= head < attn.num_heads:
         raise ValueError(
-            f"head {head} does not exist: this model has heads 0 to {attn.num_heads - 1}"
+            f"head {head} does not exist: this model has "
+            f"heads 0 to {attn.num_heads - 1}"
         )
     keep = torch.ones(attn.d_model)
-    keep[head * attn.d_head : (head + 1) * attn.d_head] = (
-        0.0  # (D,): the concatenation [H_1, ..., H_h]
-    )
+    # (D,): the concatenation [H_1, ..., H_h]
+    keep[head * attn.d_head : (head + 1) * attn.d_head] = 0.0
 
     def hook(module, args):
         return (args[0] * keep,) + tuple(args[1:])  # (B, T, D) with head's slice zeroed
@@ -214,7 +225,8 @@ def ablation_bleu(
     *,
     beam_size: int = 1,
 ) -> float:
-    """Corpus BLEU of the checkpoint on (sources, references) with one head zeroed (none when kind is None)."""
+    """Corpus BLEU of the checkpoint on (sources, references) with one head zeroed
+    (none when kind is None)."""
     from transformer.evaluation import corpus_bleu
 
     with contextlib.ExitStack() as stack:
@@ -242,15 +254,47 @@ def _png(maps: AttentionMaps, kind: str, layer: int, head: int, dpi: int) -> byt
 
 
 def attention_explorer(checkpoint, sentences, *, dpi: int = 96):
-    """An ipywidgets explorer of every attention map of `sentences` (sentence, kind, layer, head dropdowns).
+    """An ipywidgets explorer of every attention map of `sentences` (sentence,
+    kind, layer, head dropdowns).
 
-    The maps are drawn up front and chosen with browser-side links, so a saved widget state keeps working
-    in a static page; the text box (live kernels only) translates a new sentence and adds it.
+    The maps are drawn up front and chosen with browser-side links, so a saved widget
+    state keeps working in a static page; the text box (live kernels only) translates a
+    new sentence and adds it.
     """
     import ipywidgets as W
 
     model = checkpoint.model
     N, h = len(model.encoder.layers), model.config.num_heads
+    sentence, kind, layer, head = _dropdowns(N, h)
+    pictures = W.Stack([], selected_index=None)
+    captions = W.Stack([], selected_index=None)
+    links = [
+        W.jslink((sentence, "index"), (pictures, "selected_index")),
+        W.jslink((sentence, "index"), (captions, "selected_index")),
+    ]
+
+    def add(text: str) -> None:
+        maps = attention_maps(checkpoint, text)
+        pictures.children += (_pictures(maps, (kind, layer, head), links, dpi),)
+        captions.children += (_caption(maps),)
+        sentence.options = list(sentence.options) + [
+            (text if len(text) < 70 else text[:67] + "...", len(sentence.options))
+        ]
+        sentence.index = len(sentence.options) - 1
+
+    own = _own_sentence(add)
+    for text in sentences:
+        add(text)
+    sentence.index = 0
+    box = W.VBox([sentence, W.HBox([kind, layer, head]), captions, pictures, own])
+    box._links = links  # keep the links alive as long as the explorer
+    return box
+
+
+def _dropdowns(N: int, h: int):
+    """The sentence (empty until one is added), kind, layer and head dropdowns."""
+    import ipywidgets as W
+
     sentence = W.Dropdown(
         options=[], description="sentence", layout=W.Layout(width="95%")
     )
@@ -261,46 +305,56 @@ def attention_explorer(checkpoint, sentences, *, dpi: int = 96):
     )
     layer = W.Dropdown(options=list(range(N)), value=0, description="layer")
     head = W.Dropdown(options=list(range(h)), value=0, description="head")
-    pictures = W.Stack([], selected_index=None)
-    captions = W.Stack([], selected_index=None)
-    links = [
-        W.jslink((sentence, "index"), (pictures, "selected_index")),
-        W.jslink((sentence, "index"), (captions, "selected_index")),
+    return sentence, kind, layer, head
+
+
+def _linked_stack(children, control, links: list):
+    """A Stack of `children` showing the one `control` picks, by a link in `links`."""
+    import ipywidgets as W
+
+    stack = W.Stack(children, selected_index=control.index)
+    links.append(W.jslink((control, "index"), (stack, "selected_index")))
+    return stack
+
+
+def _pictures(maps: AttentionMaps, controls, links: list, dpi: int):
+    """One sentence's maps in stacks nested kind > layer > head, linked to dropdowns."""
+    import ipywidgets as W
+
+    kind, layer, head = controls
+    N, h = len(layer.options), len(head.options)
+    per_kind = [
+        _linked_stack(
+            [
+                _linked_stack(
+                    [
+                        W.Image(value=_png(maps, k, i, j, dpi), format="png")
+                        for j in range(h)
+                    ],
+                    head,
+                    links,
+                )
+                for i in range(N)
+            ],
+            layer,
+            links,
+        )
+        for k in KINDS
     ]
+    return _linked_stack(per_kind, kind, links)
 
-    def linked_stack(children, control):
-        stack = W.Stack(children, selected_index=control.index)
-        links.append(W.jslink((control, "index"), (stack, "selected_index")))
-        return stack
 
-    def add(text: str) -> None:
-        maps = attention_maps(checkpoint, text)
-        per_kind = [
-            linked_stack(
-                [
-                    linked_stack(
-                        [
-                            W.Image(value=_png(maps, k, i, j, dpi), format="png")
-                            for j in range(h)
-                        ],
-                        head,
-                    )
-                    for i in range(N)
-                ],
-                layer,
-            )
-            for k in KINDS
-        ]
-        pictures.children += (linked_stack(per_kind, kind),)
-        sentence_html, translation_html = (
-            html.escape(maps.sentence),
-            html.escape(maps.translation),
-        )  # "<", "&" are text
-        captions.children += (W.HTML(f"<b>{sentence_html}</b> → {translation_html}"),)
-        sentence.options = list(sentence.options) + [
-            (text if len(text) < 70 else text[:67] + "...", len(sentence.options))
-        ]
-        sentence.index = len(sentence.options) - 1
+def _caption(maps: AttentionMaps):
+    """The sentence in bold and its translation, as HTML: "<" and "&" stay text."""
+    import ipywidgets as W
+
+    sentence, translation = html.escape(maps.sentence), html.escape(maps.translation)
+    return W.HTML(f"<b>{sentence}</b> → {translation}")
+
+
+def _own_sentence(add):
+    """A text box and a button that hand its sentence to `add` (live kernels only)."""
+    import ipywidgets as W
 
     own = W.Text(
         placeholder="your own German sentence (needs a running kernel)",
@@ -308,17 +362,4 @@ def attention_explorer(checkpoint, sentences, *, dpi: int = 96):
     )
     button = W.Button(description="translate and add")
     button.on_click(lambda _: own.value.strip() and add(own.value.strip()))
-    for text in sentences:
-        add(text)
-    sentence.index = 0
-    box = W.VBox(
-        [
-            sentence,
-            W.HBox([kind, layer, head]),
-            captions,
-            pictures,
-            W.HBox([own, button]),
-        ]
-    )
-    box._links = links  # keep the links alive as long as the explorer
-    return box
+    return W.HBox([own, button])
