@@ -331,18 +331,7 @@ def _add_translate_command(commands, model_help: str) -> None:
         default=SHIPPED_MODELS[0],
         help=model_help + f" (default {SHIPPED_MODELS[0]})",
     )
-    p.add_argument(
-        "--beam",
-        type=int,
-        help="beam size; 1 is greedy decoding (default: the model's decoding.json, "
-        "else 4)",
-    )
-    p.add_argument(
-        "--alpha",
-        type=float,
-        help="length penalty exponent, 0 to 10 (default: the model's decoding.json, "
-        "else 0.6)",
-    )
+    _add_decoding_arguments(p)
     p.add_argument(
         "--max-len",
         type=int,
@@ -361,18 +350,8 @@ def _add_translate_command(commands, model_help: str) -> None:
     p.set_defaults(run=_run_translate)
 
 
-def _add_evaluate_command(commands, model_help: str) -> None:
-    """`transformer evaluate` and its arguments."""
-    p = commands.add_parser(
-        "evaluate",
-        help="translate a test split and score it with sacreBLEU (BLEU, chrF)",
-    )
-    p.add_argument("--model", default=SHIPPED_MODELS[0], help=model_help)
-    p.add_argument(
-        "--split",
-        required=True,
-        help="e.g. test_2016_flickr or val (Multi30k), test (Tatoeba)",
-    )
+def _add_decoding_arguments(p) -> None:
+    """--beam and --alpha, which translate and evaluate share."""
     p.add_argument(
         "--beam",
         type=int,
@@ -385,6 +364,21 @@ def _add_evaluate_command(commands, model_help: str) -> None:
         help="length penalty exponent, 0 to 10 (default: the model's decoding.json, "
         "else 0.6)",
     )
+
+
+def _add_evaluate_command(commands, model_help: str) -> None:
+    """`transformer evaluate` and its arguments."""
+    p = commands.add_parser(
+        "evaluate",
+        help="translate a test split and score it with sacreBLEU (BLEU, chrF)",
+    )
+    p.add_argument("--model", default=SHIPPED_MODELS[0], help=model_help)
+    p.add_argument(
+        "--split",
+        required=True,
+        help="e.g. test_2016_flickr or val (Multi30k), test (Tatoeba)",
+    )
+    _add_decoding_arguments(p)
     p.add_argument(
         "--batch-size",
         type=int,
