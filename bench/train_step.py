@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from transformer.embedding import PositionalEncoding, TokenEmbedding
 from transformer.model import Transformer, TransformerConfig
 from transformer.loss import label_smoothed_loss
-from transformer.train import keep_freed_memory
+from transformer.train import autocast, keep_freed_memory
 
 # name: (D, h, N layers each side, D_ff, batch size B, source length S, target length T, vocabulary)
 SIZES = {
@@ -108,9 +108,11 @@ def make_batch(
     return src.to(device), tgt[:, :-1].to(device), tgt[:, 1:].to(device)
 
 
-def step(model: nn.Module, optimizer, batch, autocast) -> None:
+def step(model: nn.Module, optimizer, batch, device, dtype) -> None:
     src, tgt_in, tgt_out = batch
-    with autocast:
+    with autocast(
+        device, dtype
+    ):  # as `train` runs it: bf16 matrix products, or float32
         logits = model(src, tgt_in)  # (B, T, V)
     loss_sum, _, n = label_smoothed_loss(logits, tgt_out, 0.1, 0)
     (loss_sum / n).backward()
@@ -227,9 +229,7 @@ def bench(
     tokens = int(
         (batch[0] != 0).sum() + (batch[2] != 0).sum()
     )  # source + target tokens of the step
-    autocast = (
-        torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
-    )
+    dtype = torch.bfloat16 if bf16 else None
     times = {k: [] for k in models}
     usage = None
     for i in range(warmup + steps):
@@ -238,7 +238,7 @@ def bench(
         for k in ("ours", "torch") if i % 2 == 0 else ("torch", "ours"):
             sync(device)
             t0 = time.perf_counter()
-            step(runners[k], optims[k], batch, autocast)
+            step(runners[k], optims[k], batch, device, dtype)
             sync(device)
             if i >= warmup:
                 times[k].append(time.perf_counter() - t0)
