@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from transformer.corpora import load_multi30k
-from transformer.checkpoints import load_translator, models_dir
+from transformer.shipped import load_translator, models_dir
 from transformer.decoding import greedy_decode, translate
 from transformer.model import Transformer, TransformerConfig
 

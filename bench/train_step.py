@@ -262,7 +262,7 @@ def padding_report(max_tokens: int) -> str:
     The sampler sorts by max(S_i, T_i + 1) and fills a batch up to `max_tokens` of that size; source and
     target are then each padded to their own longest row. Counted on the shipped model's tokenizer.
     """
-    from transformer.checkpoints import models_dir
+    from transformer.shipped import models_dir
     from transformer.corpora import load_multi30k
     from transformer.data import TokenBudgetBatchSampler, TranslationDataset
     from transformer.tokenizer import Tokenizer

@@ -39,17 +39,14 @@ def _tiny_train_config(tmp_path: Path, name: str = "run", **changes):
     """configs/tiny.toml on the CPU, quiet, writing under tmp_path; `optim__epochs=3` sets optim.epochs."""
     from transformer.config import TrainConfig
 
-    config = TrainConfig.from_toml(ROOT / "configs" / "tiny.toml")
-    config.out_dir, config.device = str(tmp_path / name), "cpu"
-    config.progress = config.tensorboard = False
+    settings = TrainConfig.from_toml(ROOT / "configs" / "tiny.toml").to_dict()
+    settings.update(
+        out_dir=str(tmp_path / name), device="cpu", progress=False, tensorboard=False
+    )
     for key, value in changes.items():
         section, _, field = key.rpartition("__")
-        target = getattr(config, section) if section else config
-        if isinstance(target, dict):
-            target[field] = value
-        else:
-            setattr(target, field, value)
-    config.validate()
+        (settings[section] if section else settings)[field] = value
+    config = TrainConfig.from_dict(settings)  # checked as a file would be
     return config
 
 

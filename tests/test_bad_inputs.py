@@ -11,7 +11,6 @@ values to every config field; the reverse check makes sure a real bug is not dre
 The model is configs/tiny.toml, trained once for the module (seconds).
 """
 
-import ast
 import importlib.util
 import io
 import json
@@ -23,56 +22,39 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
 import transformer.cli as cli
 import transformer.train as train_module
 from transformer.checkpoints import load_checkpoint, load_training_state
-from transformer.config import DataConfig, OptimConfig, TrainConfig
-from transformer.corpora import ChecksumError, CorpusFormatError, CorpusNotFoundError
-from transformer.checkpoints import load_translator
+from transformer.config import TrainConfig
+from transformer.shipped import load_translator
 from transformer.errors import (
     CheckpointError,
-    CheckpointNotFoundError,
     ConfigError,
-    CorpusError,
     InputError,
-    RunExistsError,
-    TransformerError,
 )
 from transformer.decoding import translate
 from transformer.metrics import read_metrics
-from transformer.modern import ModelConfig
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "configs" / "tiny.toml"
-SENTENCE = "Ein Hund läuft."
+from helpers import (
+    DROP,
+    ROOT,
+    SENTENCE,
+    TINY,
+    edit_json,
+    latest,
+    listing,
+    tiny_config,
+    write_config,
+)
 
 
 # ---------------------------------------------------------------- fixtures and helpers
-
-
-def latest(run: Path) -> Path:
-    return run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
-
-
-def listing(*roots: Path) -> dict:
-    """Every file and folder under `roots`, a file with its size and modification time: what a command must not
-    change. (A folder's own time changes when a file is made and removed again, leaving nothing behind.)"""
-    return {
-        str(p): None
-        if p.is_dir() and not p.is_symlink()
-        else (p.lstat().st_size, p.lstat().st_mtime_ns)
-        for root in roots
-        for p in [root, *root.rglob("*")]
-    }
 
 
 CLOSED = (
@@ -102,57 +84,6 @@ def assert_one_line_error(status: int, out: str, err: str, phrase: str) -> None:
     ), err
     assert phrase in err, err
     assert out == "", out
-
-
-def write_config(path: Path, data: dict) -> Path:
-    """`data` as a TOML file (top-level settings first, then one table per section)."""
-
-    def value(v) -> str:
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, float) and not math.isfinite(v):
-            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-        if isinstance(v, (int, float)):
-            return repr(v)
-        if isinstance(v, str):
-            return json.dumps(v)  # TOML's basic strings take JSON's escapes
-        return "[" + ", ".join(value(x) for x in v) + "]"
-
-    lines = [f"{k} = {value(v)}" for k, v in data.items() if not isinstance(v, dict)]
-    for section, table in data.items():
-        if isinstance(table, dict):
-            lines += ["", f"[{section}]"] + [
-                f"{k} = {value(v)}" for k, v in table.items()
-            ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def tiny_config(work: Path, **changes) -> dict:
-    """configs/tiny.toml as a dict, writing into work/out on the CPU; `optim__lr_factor=-1.0` changes one setting."""
-    data = tomllib.loads(TINY.read_text())
-    data.update(
-        out_dir=str(work / "out"), device="cpu", progress=False, tensorboard=False
-    )
-    for key, v in changes.items():
-        section, _, name = key.rpartition("__")
-        (data.setdefault(section, {}) if section else data)[name] = v
-    return data
-
-
-def edit_json(path: Path, **changes) -> None:
-    data = json.loads(path.read_text())
-    for key, v in changes.items():
-        section, _, name = key.rpartition("__")
-        target = data[section] if section else data
-        if v is DROP:
-            del target[name]
-        else:
-            target[name] = v
-    path.write_text(json.dumps(data))
-
-
-DROP = object()
 
 
 def edit_weights(path: Path, change) -> None:
@@ -1446,88 +1377,6 @@ def test_there_are_at_least_thirty_bad_inputs():
     )
 
 
-# ---------------------------------------------------------------- every config field, any value
-
-SECTIONS = {"": TrainConfig, "data": DataConfig, "optim": OptimConfig}
-FIELDS = [
-    (section, f.name)
-    for section, cls in SECTIONS.items()
-    for f in cls.__dataclass_fields__.values()
-    if f.name not in ("data", "optim", "model")
-]
-FIELDS += [
-    ("model", name)
-    for name in ModelConfig.__dataclass_fields__
-    if name not in ("src_vocab_size", "tgt_vocab_size", "pad_id")
-]
-FIELDS += [
-    ("", "data"),
-    ("", "optim"),
-    ("", "model"),
-    ("optim", "surprise"),
-    ("model", "surprise"),
-]
-
-scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    st.integers(-(2**70), 2**70),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([0, 1, 2, -1, 0.5, 1e-9, 1e300]),
-    st.text(max_size=12),
-    st.sampled_from(["multi30k", "tatoeba", "tsv", "en", "zh", "val", "cpu"]),
-)
-values = st.one_of(
-    scalars,
-    st.lists(scalars, max_size=3),
-    st.dictionaries(st.text(max_size=6), scalars, max_size=2),
-)
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(changes=st.dictionaries(st.sampled_from(FIELDS), values, min_size=1, max_size=3))
-def test_any_value_of_any_config_field_gives_a_config_or_a_one_line_config_error(
-    changes,
-):
-    data = tomllib.loads(TINY.read_text())
-    for (section, name), value in changes.items():
-        if section and not isinstance(data.get(section), dict):
-            data[section] = {}
-        (data[section] if section else data)[name] = value
-    try:
-        config = TrainConfig.from_dict(data)
-    except ConfigError as e:  # never another exception: a traceback is for bugs
-        assert str(e) and "\n" not in str(e), str(e)
-    else:
-        assert TrainConfig.from_json(config.to_json()) == config
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    section_name=st.sampled_from(
-        [f for f in FIELDS if f[1] not in ("data", "optim", "model")]
-    ),
-    value=st.one_of(
-        st.integers(-(2**63), 2**63 - 1),
-        st.floats(),
-        st.text(max_size=12),
-        st.booleans(),
-        st.lists(st.floats(), max_size=3),
-    ),
-)
-def test_any_value_written_in_a_toml_file_gives_a_config_or_a_one_line_config_error(
-    section_name, value, tmp_path_factory
-):
-    section, name = section_name
-    folder = tmp_path_factory.mktemp("toml", numbered=True)
-    data = tiny_config(folder, **{f"{section}__{name}" if section else name: value})
-    try:
-        TrainConfig.from_toml(write_config(folder / "c.toml", data))
-    except ConfigError as e:
-        assert str(e) and "\n" not in str(e), str(e)
-
-
 # ---------------------------------------------------------------- a real bug keeps its traceback
 
 
@@ -1571,257 +1420,6 @@ def test_a_bug_while_loading_weights_is_not_turned_into_a_checkpoint_error(
     monkeypatch.setattr(checkpoints, "load_model", bug)
     with pytest.raises(RuntimeError, match="a bug in the loader"):
         load_checkpoint(tiny_run)
-
-
-# ---------------------------------------------------------------- the family
-
-
-def test_the_package_errors_are_one_family_that_keeps_the_builtin_types():
-    for kind in (
-        ConfigError,
-        CorpusError,
-        CheckpointError,
-        InputError,
-        cli.CommandError,
-    ):
-        assert issubclass(kind, TransformerError)
-    assert issubclass(ConfigError, ValueError) and issubclass(InputError, ValueError)
-    assert issubclass(CheckpointNotFoundError, CheckpointError)
-    assert issubclass(CheckpointNotFoundError, FileNotFoundError)
-    assert issubclass(RunExistsError, ConfigError) and issubclass(
-        RunExistsError, FileExistsError
-    )
-    assert issubclass(cli.CommandError, InputError)
-
-
-def test_the_corpus_errors_belong_to_the_family():
-    """notebooks/91_corpora.ipynb: CorpusNotFoundError, CorpusFormatError and ChecksumError derive from CorpusError."""
-    assert issubclass(CorpusNotFoundError, CorpusError) and issubclass(
-        CorpusNotFoundError, FileNotFoundError
-    )
-    assert issubclass(CorpusFormatError, CorpusError) and issubclass(
-        CorpusFormatError, ValueError
-    )
-    assert issubclass(ChecksumError, CorpusError) and issubclass(
-        ChecksumError, ValueError
-    )
-
-
-def test_the_errors_module_imports_nothing():
-    source = (ROOT / "src" / "transformer" / "errors.py").read_text()
-    assert not [
-        n
-        for n in ast.walk(ast.parse(source))
-        if isinstance(n, (ast.Import, ast.ImportFrom))
-    ]
-
-
-# ---------------------------------------------------------------- the explorer, and two tools
-
-
-def test_the_explorer_shows_markup_in_a_sentence_as_text(tiny_run, monkeypatch):
-    pytest.importorskip("ipywidgets")
-    import transformer.visualize as visualize
-
-    monkeypatch.setattr(
-        visualize, "_png", lambda *args, **kwargs: b""
-    )  # the pictures are not what is tested
-    box = visualize.attention_explorer(
-        load_checkpoint(tiny_run), ["Ein <b>Hund</b> & eine Katze."]
-    )
-    caption = box.children[2].children[0].value
-    assert (
-        "Ein &lt;b&gt;Hund&lt;/b&gt; &amp; eine Katze." in caption
-        and "<b>Hund" not in caption
-    )
-
-
-def load_tool(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def gone(pid: int) -> bool:
-    try:
-        return (
-            Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-        )  # a zombie is gone too
-    except FileNotFoundError:
-        return True
-
-
-@pytest.mark.skipif(
-    not hasattr(os, "killpg") or not Path("/proc").is_dir(),
-    reason="process groups and /proc",
-)
-def test_check_in_jupyterlab_kills_a_server_and_its_kernel_that_ignore_sigterm(capsys):
-    pytest.importorskip("playwright.sync_api")
-    tool = load_tool("check_in_jupyterlab")
-    stubborn = (
-        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
-        "time.sleep(60)"
-    )  # a process that ignores SIGTERM, as a server slow to stop does
-    server_code = (
-        "import subprocess, sys; kernel = subprocess.Popen([sys.executable, '-c', %r], "
-        "stdout=subprocess.PIPE); kernel.stdout.readline(); print(kernel.pid, flush=True); exec(%r)"
-    ) % (stubborn, stubborn)
-    server = subprocess.Popen(
-        [sys.executable, "-c", server_code],
-        stdout=subprocess.PIPE,
-        start_new_session=True,
-    )
-    kernel = int(server.stdout.readline())
-    assert server.stdout.readline() == b"up\n"
-    start = time.monotonic()
-    tool.stop(server, grace=1)
-    assert server.poll() is not None and time.monotonic() - start < 10
-    end = time.monotonic() + 5
-    while not gone(kernel) and time.monotonic() < end:
-        time.sleep(0.05)
-    assert gone(kernel)
-    assert "did not stop within 1 s" in capsys.readouterr().err
-
-
-def test_ship_model_refuses_an_existing_folder_and_replaces_it_whole_when_asked(
-    tiny_run, tmp_path, capsys
-):
-    tool = load_tool("ship_model")
-    out = tmp_path / "shipped"
-    out.mkdir()
-    for stale in ("src_tokenizer.model", "tgt_tokenizer.model", "README.md"):
-        (out / stale).write_text("from an older model")
-    before = listing(tmp_path)
-    args = [
-        "ship",
-        "--run",
-        str(tiny_run),
-        "--checkpoints",
-        latest(tiny_run).name,
-        "--to",
-        str(out),
-    ]
-    assert tool.main(args) == 2
-    err = capsys.readouterr().err
-    assert (
-        err.startswith("error: ") and err.count("\n") == 1 and "pass --replace" in err
-    )
-    assert listing(tmp_path) == before
-    assert tool.main(args + ["--replace"]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "shipped"
-    ]  # no temporary or old folder beside it
-    names = {p.name for p in out.iterdir()}
-    assert "tokenizer.model" in names and not names & {
-        "src_tokenizer.model",
-        "tgt_tokenizer.model",
-        "README.md",
-    }
-    assert load_checkpoint(out).src_tokenizer.vocab_size == 1000
-    from safetensors import safe_open
-
-    with safe_open(
-        str(out / "model.safetensors"), framework="pt"
-    ) as f:  # the weights carry their config
-        assert json.loads(f.metadata()["model_config"]) == json.loads(
-            (out / "model_config.json").read_text()
-        )
-
-
-def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_before_writing(
-    tiny_run, tmp_path, capsys
-):
-    tool = load_tool("ship_model")
-    out = tmp_path / "shipped"
-    args = [
-        "ship",
-        "--run",
-        str(tiny_run),
-        "--checkpoints",
-        latest(tiny_run).name,
-        "--to",
-        str(out),
-    ]
-    assert tool.main(args) == 0
-    (out / "experiments").mkdir()
-    (out / "experiments" / "tried.json").write_text('{"val": 1.0}')
-    (out / "README.md").write_text("the old card")
-    (out / "decoding.json").write_text(
-        '{"beam_size": 99, "alpha": 9.0}'
-    )  # the old model's setting
-    before = listing(tmp_path)
-    for keep, replace, message in [
-        (["experiments"], False, "pass --replace"),
-        (["decoding.json"], True, "ship writes decoding.json for the new model"),
-        (["../shipped"], True, "directly inside"),
-        (["experiments/tried.json"], True, "directly inside"),
-        (["analysis"], True, "does not exist (nothing to keep)"),
-    ]:
-        status = tool.main(args + ["--replace"] * replace + ["--keep", *keep])
-        err = capsys.readouterr().err
-        assert (
-            status == 2
-            and err.startswith("error: ")
-            and err.count("\n") == 1
-            and message in err
-        ), (keep, err)
-        assert listing(tmp_path) == before  # refused before anything was written
-    assert tool.main(args[:-1] + [str(tmp_path / "new"), "--keep", "experiments"]) == 2
-    assert (
-        "pass --replace too" in capsys.readouterr().err and listing(tmp_path) == before
-    )
-    assert tool.main(args + ["--replace", "--keep", "experiments"]) == 0
-    assert (out / "experiments" / "tried.json").read_text() == '{"val": 1.0}'
-    assert not (out / "README.md").exists()  # not named: gone with the old model
-    assert json.loads((out / "decoding.json").read_text()) == {
-        "beam_size": 4,
-        "alpha": 0.6,
-    }
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["shipped"]
-
-
-# ---------------------------------------------------------------- a model folder: what is tied, what loads as before
-
-
-def test_weights_saved_before_the_config_was_tied_to_them_load_as_before_and_their_sizes_are_still_checked(
-    tiny_run, tmp_path
-):
-    """Weights written before model.safetensors carried its model config load as they always did, and the checks that
-    need no tie still hold: max_len against the training data, and the memory a config asks for."""
-    model = tmp_path / "old"
-    shutil.copytree(latest(tiny_run), model)
-    tensors = load_file(str(model / "model.safetensors"))
-    save_file(
-        tensors, str(model / "model.safetensors")
-    )  # no metadata: as the course's first checkpoints were
-    assert translate(load_checkpoint(model), [SENTENCE]) == translate(
-        load_checkpoint(tiny_run), [SENTENCE]
-    )
-    edit_json(model / "model_config.json", max_len=1)
-    with pytest.raises(
-        CheckpointError,
-        match="says max_len=1, but the model was trained on sentences of up to 64",
-    ):
-        load_checkpoint(model)
-    edit_json(model / "model_config.json", max_len=2**40)
-    with pytest.raises(
-        CheckpointError, match=r"describes needs about [\d,.]+ GB, but cpu memory has"
-    ):
-        load_checkpoint(model)
-
-
-def test_the_shipped_models_carry_the_config_they_were_saved_with():
-    from safetensors import safe_open
-
-    for name in ("multi30k-de-en", "tatoeba-en-zh"):
-        folder = ROOT / "models" / name
-        with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
-            saved = json.loads(f.metadata()["model_config"])
-        written = ModelConfig(
-            **json.loads((folder / "model_config.json").read_text())
-        )  # defaults filled in
-        assert saved == written.to_dict(), name
 
 
 # ---------------------------------------------------------------- where a command writes: checked first, ordinary modes
@@ -2007,7 +1605,7 @@ def api_cases(ckpt, onnx_dir: Path | None):
         tiled_attention,
         translate,
     )
-    from transformer.checkpoints import evaluate_checkpoint
+    from transformer.evaluation import evaluate_checkpoint
     from transformer.evaluation import evaluate_pairs
 
     src = torch.tensor([[5, 6, 7]])
@@ -2231,7 +1829,7 @@ def api_cases(ckpt, onnx_dir: Path | None):
             "TrainConfig(model=[])",
             lambda: TrainConfig(model=[]),
             ConfigError,
-            "model must be dict",
+            "[model] must be a table of settings, got []",
         ),
         (
             "TrainConfig.from_json(None)",

@@ -10,7 +10,7 @@ fifteen-word sentence once the model is loaded. Needs Chromium and playwright, a
 import json
 
 
-from transformer.checkpoints import load_translator
+from transformer.shipped import load_translator
 from transformer.corpora import split_pairs_for
 from transformer.decoding import translate
 
@@ -108,7 +108,7 @@ def test_the_box_says_what_to_do_when_the_book_is_opened_from_disk(
 
 
 def test_the_exported_models_in_the_book_are_those_of_models_dir(built_book):
-    from transformer.checkpoints import models_dir
+    from transformer.shipped import models_dir
     from transformer.onnx_export import weights_sha256
 
     for name in FIRST:

@@ -4,9 +4,12 @@ import json
 import shutil
 
 import pytest
-from safetensors.torch import save_model
+from safetensors.torch import load_file, save_file, save_model
 
-from transformer.checkpoints import load_checkpoint, models_dir, save_model_files
+from helpers import ROOT, SENTENCE, edit_json, latest
+from transformer.checkpoints import load_checkpoint, save_model_files
+from transformer.decoding import translate
+from transformer.shipped import models_dir
 from transformer.errors import CheckpointError
 from transformer.modern import ModelConfig, build_model
 
@@ -55,3 +58,46 @@ def test_every_shape_is_checked_against_the_config_whatever_the_parts(
     (modern_folder / "model_config.json").write_text(json.dumps(edited))
     with pytest.raises(CheckpointError, match="model_config.json"):
         load_checkpoint(modern_folder)
+
+
+# ---------------------------------------------------------------- a model folder: what is tied, what loads as before
+
+
+def test_weights_saved_before_the_config_was_tied_to_them_load_as_before_and_their_sizes_are_still_checked(
+    tiny_run, tmp_path
+):
+    """Weights written before model.safetensors carried its model config load as they always did, and the checks that
+    need no tie still hold: max_len against the training data, and the memory a config asks for."""
+    model = tmp_path / "old"
+    shutil.copytree(latest(tiny_run), model)
+    tensors = load_file(str(model / "model.safetensors"))
+    save_file(
+        tensors, str(model / "model.safetensors")
+    )  # no metadata: as the course's first checkpoints were
+    assert translate(load_checkpoint(model), [SENTENCE]) == translate(
+        load_checkpoint(tiny_run), [SENTENCE]
+    )
+    edit_json(model / "model_config.json", max_len=1)
+    with pytest.raises(
+        CheckpointError,
+        match="says max_len=1, but the model was trained on sentences of up to 64",
+    ):
+        load_checkpoint(model)
+    edit_json(model / "model_config.json", max_len=2**40)
+    with pytest.raises(
+        CheckpointError, match=r"describes needs about [\d,.]+ GB, but cpu memory has"
+    ):
+        load_checkpoint(model)
+
+
+def test_the_shipped_models_carry_the_config_they_were_saved_with():
+    from safetensors import safe_open
+
+    for name in ("multi30k-de-en", "tatoeba-en-zh"):
+        folder = ROOT / "models" / name
+        with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+            saved = json.loads(f.metadata()["model_config"])
+        written = ModelConfig(
+            **json.loads((folder / "model_config.json").read_text())
+        )  # defaults filled in
+        assert saved == written.to_dict(), name

@@ -16,21 +16,11 @@ import re
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
+from helpers import ROOT, load_tool
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "transformer"
 CHECK = ROOT / "bench" / "gpu_check.sh"
-
-
-def load_tool(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 WHEELS = load_tool("gpu_wheels")
 IMAGE = WHEELS.image_packages()
 CARRIED = {WHEELS.normal(n) for n in WHEELS.WHEELS}

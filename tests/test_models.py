@@ -12,7 +12,7 @@ import torch
 from safetensors import safe_open
 
 from transformer.corpora import load_multi30k
-from transformer.checkpoints import SHIPPED_MODELS, load_translator, models_dir
+from transformer.shipped import SHIPPED_MODELS, load_translator, models_dir
 from transformer.decoding import translate
 from transformer.evaluation import corpus_bleu
 

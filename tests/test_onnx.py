@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from transformer.checkpoints import SHIPPED_MODELS, load_translator
+from transformer.shipped import SHIPPED_MODELS, load_translator
 from transformer.cli import main
 from transformer.corpora import split_pairs_for
 from transformer.decoding import translate
@@ -139,7 +139,8 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
 
     from safetensors.torch import save_model
 
-    from transformer.checkpoints import load_checkpoint, models_dir
+    from transformer.checkpoints import load_checkpoint
+    from transformer.shipped import models_dir
     from transformer.modern import ModelConfig, build_model
 
     shipped = models_dir() / "multi30k-de-en"

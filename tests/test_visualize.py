@@ -6,7 +6,8 @@ import matplotlib
 import pytest
 import torch
 
-from transformer.checkpoints import load_translator, models_dir
+from transformer.checkpoints import load_checkpoint
+from transformer.shipped import load_translator, models_dir
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
 from transformer.tokenizer import BOS_ID
@@ -224,3 +225,20 @@ def test_the_stored_head_ablation_table_covers_every_head():
     heads = {(r["kind"], r["layer"], r["head"]) for r in table["heads"]}
     assert heads == {(k, i, j) for k in KINDS for i in range(3) for j in range(4)}
     assert table["sentences"] == 1000 and 0 < table["baseline"]["bleu"] < 100
+
+
+def test_the_explorer_shows_markup_in_a_sentence_as_text(tiny_run, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    import transformer.visualize as visualize
+
+    monkeypatch.setattr(
+        visualize, "_png", lambda *args, **kwargs: b""
+    )  # the pictures are not what is tested
+    box = visualize.attention_explorer(
+        load_checkpoint(tiny_run), ["Ein <b>Hund</b> & eine Katze."]
+    )
+    caption = box.children[2].children[0].value
+    assert (
+        "Ein &lt;b&gt;Hund&lt;/b&gt; &amp; eine Katze." in caption
+        and "<b>Hund" not in caption
+    )

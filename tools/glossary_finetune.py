@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from transformer.corpora import load_tatoeba
 from transformer.data import collate
-from transformer.checkpoints import load_translator
+from transformer.shipped import load_translator
 from transformer.decoding import translate
 from transformer.evaluation import corpus_bleu, group_references
 from transformer.files import atomic_write_text

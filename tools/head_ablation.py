@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from transformer.checkpoints import load_translator
+from transformer.shipped import load_translator
 from transformer.corpora import split_pairs_for
 from transformer.evaluation import group_references
 from transformer.files import atomic_write_bytes

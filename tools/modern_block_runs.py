@@ -23,6 +23,7 @@ again.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -72,7 +73,7 @@ DEFAULT_SEEDS = range(3)  # three for every other variant
 
 def run_config(variant: str, seed: int, out_dir: Path):
     """The TrainConfig of one run: the shipped run's data and optimiser, SHAPE, the variant's settings, the budget."""
-    from transformer.config import OptimConfig, TrainConfig
+    from transformer.config import TrainConfig
 
     base = TrainConfig.from_toml(ROOT / "configs" / "multi30k-small.toml")
     return TrainConfig(
@@ -85,15 +86,13 @@ def run_config(variant: str, seed: int, out_dir: Path):
         save_every=0,
         keep_last=1,
         data=base.data,
-        model={**base.model, **SHAPE, **VARIANTS[variant]},
-        optim=OptimConfig(
-            **{
-                **base.optim.__dict__,
-                "epochs": EPOCHS,
-                "warmup_steps": WARMUP,
-                "lr_factor": LR_FACTOR,
-                "schedule": "linear",
-            }
+        model=dataclasses.replace(base.model, **SHAPE, **VARIANTS[variant]),
+        optim=dataclasses.replace(
+            base.optim,
+            epochs=EPOCHS,
+            warmup_steps=WARMUP,
+            lr_factor=LR_FACTOR,
+            schedule="linear",
         ),
     )
 
@@ -102,7 +101,8 @@ def one_run(variant: str, seed: int, out_dir: Path) -> dict:
     """Train (or resume) one run and measure it: runs in a child process with one thread."""
     import torch
 
-    from transformer.checkpoints import evaluate_checkpoint, load_checkpoint
+    from transformer.checkpoints import load_checkpoint
+    from transformer.evaluation import evaluate_checkpoint
     from transformer.metrics import read_metrics
     from transformer.train import train
 

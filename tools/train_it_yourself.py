@@ -30,7 +30,8 @@ from pathlib import Path
 
 import torch
 
-from transformer.checkpoints import evaluate_checkpoint, load_checkpoint
+from transformer.checkpoints import load_checkpoint
+from transformer.evaluation import evaluate_checkpoint
 from transformer.config import TrainConfig
 from transformer.files import atomic_write_text
 from transformer.metrics import read_metrics

@@ -27,7 +27,9 @@ from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
 from transformer.tokenizer import Tokenizer, train_tokenizer
-from transformer.checkpoints import evaluate_checkpoint, load_checkpoint, load_translator
+from transformer.checkpoints import load_checkpoint
+from transformer.evaluation import evaluate_checkpoint
+from transformer.shipped import load_translator
 from transformer.config import TrainConfig
 from transformer.loss import label_smoothed_loss  # train(config): transformer.train.train
 from transformer.visualize import AttentionMaps, attention_maps, plot_attention

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from .config import TrainConfig
-from .checkpoints import SHIPPED_MODELS, evaluate_checkpoint, load_translator
+from .evaluation import evaluate_checkpoint
+from .shipped import SHIPPED_MODELS, load_translator
 from .decoding import MAX_ALPHA, translate
 from .distributed import select_device
 from .onnx_export import export_onnx

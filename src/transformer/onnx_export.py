@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .checkpoints import load_translator
+from .shipped import load_translator
 from .decoding import greedy_decode, length_batches, output_limits, pad_rows
 from .errors import InputError
 from .files import atomic_folder, atomic_write_bytes, read_regular_file

@@ -7,6 +7,7 @@ __all__ = ['NonFiniteLossError', 'StepStats', 'autocast', 'train_step', 'validat
 # %% ../../notebooks/95_training_run.ipynb #0b15618b
 import contextlib
 import ctypes
+import dataclasses
 import math
 import os
 import platform
@@ -706,7 +707,7 @@ def _build_run_model(
         src_vocab_size=src_tok.vocab_size,
         tgt_vocab_size=tgt_tok.vocab_size,
         pad_id=tgt_tok.pad_id,
-        **config.model,
+        **dataclasses.asdict(config.model),
     )
     model = build_model(model_config)
     torch.manual_seed(config.seed + 1 + info.rank)  # dropout differs between processes

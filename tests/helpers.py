@@ -1,0 +1,86 @@
+"""What several test modules need and pytest's fixtures do not fit: a tiny config as a dict and as a TOML file, a
+run's newest checkpoint, a folder's listing, a tool loaded as a module, a model config edited in place."""
+
+import importlib.util
+import json
+import math
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "tiny.toml"
+SENTENCE = "Ein Hund läuft."
+
+
+def latest(run: Path) -> Path:
+    return run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+
+
+def listing(*roots: Path) -> dict:
+    """Every file and folder under `roots`, a file with its size and modification time: what a command must not
+    change. (A folder's own time changes when a file is made and removed again, leaving nothing behind.)"""
+    return {
+        str(p): None
+        if p.is_dir() and not p.is_symlink()
+        else (p.lstat().st_size, p.lstat().st_mtime_ns)
+        for root in roots
+        for p in [root, *root.rglob("*")]
+    }
+
+
+def write_config(path: Path, data: dict) -> Path:
+    """`data` as a TOML file (top-level settings first, then one table per section)."""
+
+    def value(v) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, float) and not math.isfinite(v):
+            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)  # TOML's basic strings take JSON's escapes
+        return "[" + ", ".join(value(x) for x in v) + "]"
+
+    lines = [f"{k} = {value(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    for section, table in data.items():
+        if isinstance(table, dict):
+            lines += ["", f"[{section}]"] + [
+                f"{k} = {value(v)}" for k, v in table.items()
+            ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def tiny_config(work: Path, **changes) -> dict:
+    """configs/tiny.toml as a dict, writing into work/out on the CPU; `optim__lr_factor=-1.0` changes one setting."""
+    data = tomllib.loads(TINY.read_text())
+    data.update(
+        out_dir=str(work / "out"), device="cpu", progress=False, tensorboard=False
+    )
+    for key, v in changes.items():
+        section, _, name = key.rpartition("__")
+        (data.setdefault(section, {}) if section else data)[name] = v
+    return data
+
+
+DROP = object()
+
+
+def edit_json(path: Path, **changes) -> None:
+    data = json.loads(path.read_text())
+    for key, v in changes.items():
+        section, _, name = key.rpartition("__")
+        target = data[section] if section else data
+        if v is DROP:
+            del target[name]
+        else:
+            target[name] = v
+    path.write_text(json.dumps(data))
+
+
+def load_tool(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,152 @@
+"""The course's tools that write or stop things: ship_model refuses what it would destroy and replaces
+whole; check_in_jupyterlab stops a server and its kernel that ignore SIGTERM."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from transformer.checkpoints import load_checkpoint
+
+from helpers import latest, listing, load_tool
+
+# ---------------------------------------------------------------- tools
+
+
+def gone(pid: int) -> bool:
+    try:
+        return (
+            Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+        )  # a zombie is gone too
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "killpg") or not Path("/proc").is_dir(),
+    reason="process groups and /proc",
+)
+def test_check_in_jupyterlab_kills_a_server_and_its_kernel_that_ignore_sigterm(capsys):
+    pytest.importorskip("playwright.sync_api")
+    tool = load_tool("check_in_jupyterlab")
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
+        "time.sleep(60)"
+    )  # a process that ignores SIGTERM, as a server slow to stop does
+    server_code = (
+        "import subprocess, sys; kernel = subprocess.Popen([sys.executable, '-c', %r], "
+        "stdout=subprocess.PIPE); kernel.stdout.readline(); print(kernel.pid, flush=True); exec(%r)"
+    ) % (stubborn, stubborn)
+    server = subprocess.Popen(
+        [sys.executable, "-c", server_code],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    kernel = int(server.stdout.readline())
+    assert server.stdout.readline() == b"up\n"
+    start = time.monotonic()
+    tool.stop(server, grace=1)
+    assert server.poll() is not None and time.monotonic() - start < 10
+    end = time.monotonic() + 5
+    while not gone(kernel) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert gone(kernel)
+    assert "did not stop within 1 s" in capsys.readouterr().err
+
+
+def ship_args(run, out) -> list[str]:
+    """`ship_model.py ship` of the run's latest checkpoint into `out`."""
+    return [
+        "ship",
+        "--run",
+        str(run),
+        "--checkpoints",
+        latest(run).name,
+        "--to",
+        str(out),
+    ]
+
+
+def test_ship_model_refuses_an_existing_folder_and_replaces_it_whole_when_asked(
+    tiny_run, tmp_path, capsys
+):
+    tool = load_tool("ship_model")
+    out = tmp_path / "shipped"
+    out.mkdir()
+    for stale in ("src_tokenizer.model", "tgt_tokenizer.model", "README.md"):
+        (out / stale).write_text("from an older model")
+    before = listing(tmp_path)
+    args = ship_args(tiny_run, out)
+    assert tool.main(args) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("error: ") and err.count("\n") == 1 and "pass --replace" in err
+    )
+    assert listing(tmp_path) == before
+    assert tool.main(args + ["--replace"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "shipped"
+    ]  # no temporary or old folder beside it
+    names = {p.name for p in out.iterdir()}
+    assert "tokenizer.model" in names and not names & {
+        "src_tokenizer.model",
+        "tgt_tokenizer.model",
+        "README.md",
+    }
+    assert load_checkpoint(out).src_tokenizer.vocab_size == 1000
+    from safetensors import safe_open
+
+    with safe_open(
+        str(out / "model.safetensors"), framework="pt"
+    ) as f:  # the weights carry their config
+        assert json.loads(f.metadata()["model_config"]) == json.loads(
+            (out / "model_config.json").read_text()
+        )
+
+
+def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_before_writing(
+    tiny_run, tmp_path, capsys
+):
+    tool = load_tool("ship_model")
+    out = tmp_path / "shipped"
+    args = ship_args(tiny_run, out)
+    assert tool.main(args) == 0
+    (out / "experiments").mkdir()
+    (out / "experiments" / "tried.json").write_text('{"val": 1.0}')
+    (out / "README.md").write_text("the old card")
+    (out / "decoding.json").write_text(
+        '{"beam_size": 99, "alpha": 9.0}'
+    )  # the old model's setting
+    before = listing(tmp_path)
+    for keep, replace, message in [
+        (["experiments"], False, "pass --replace"),
+        (["decoding.json"], True, "ship writes decoding.json for the new model"),
+        (["../shipped"], True, "directly inside"),
+        (["experiments/tried.json"], True, "directly inside"),
+        (["analysis"], True, "does not exist (nothing to keep)"),
+    ]:
+        status = tool.main(args + ["--replace"] * replace + ["--keep", *keep])
+        err = capsys.readouterr().err
+        assert (
+            status == 2
+            and err.startswith("error: ")
+            and err.count("\n") == 1
+            and message in err
+        ), (keep, err)
+        assert listing(tmp_path) == before  # refused before anything was written
+    assert tool.main(args[:-1] + [str(tmp_path / "new"), "--keep", "experiments"]) == 2
+    assert (
+        "pass --replace too" in capsys.readouterr().err and listing(tmp_path) == before
+    )
+    assert tool.main(args + ["--replace", "--keep", "experiments"]) == 0
+    assert (out / "experiments" / "tried.json").read_text() == '{"val": 1.0}'
+    assert not (out / "README.md").exists()  # not named: gone with the old model
+    assert json.loads((out / "decoding.json").read_text()) == {
+        "beam_size": 4,
+        "alpha": 0.6,
+    }
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shipped"]
