@@ -1,5 +1,6 @@
 """The checkpoint module (appendix 93): what a model folder must hold for `load_checkpoint` to trust it."""
 
+import dataclasses
 import json
 import shutil
 
@@ -7,7 +8,8 @@ import pytest
 from safetensors.torch import load_file, save_file, save_model
 
 from helpers import ROOT, SENTENCE, edit_json, latest
-from transformer.checkpoints import load_checkpoint, save_model_files
+from transformer.checkpoints import load_checkpoint, read_train_config, save_model_files
+from transformer.config import ModelSettings, check_resume_compatible
 from transformer.decoding import translate
 from transformer.shipped import models_dir
 from transformer.errors import CheckpointError
@@ -101,3 +103,24 @@ def test_the_shipped_models_carry_the_config_they_were_saved_with():
             **json.loads((folder / "model_config.json").read_text())
         )  # defaults filled in
         assert saved == written.to_dict(), name
+
+
+def test_a_checkpoint_whose_config_names_only_some_model_settings_loads_and_resumes_as_before(
+    tiny_run, tmp_path
+):
+    """Before the [model] table was typed, a checkpoint's train_config.json held only the model settings the
+    TOML file set; the others are the defaults, so the config read back is the one a run writes now."""
+    copy = tmp_path / "old-config"
+    shutil.copytree(latest(tiny_run), copy)
+    path = copy / "train_config.json"
+    written = json.loads(path.read_text())
+    defaults = dataclasses.asdict(ModelSettings())
+    written["model"] = {k: v for k, v in written["model"].items() if v != defaults[k]}
+    assert 0 < len(written["model"]) < len(defaults)
+    path.write_text(json.dumps(written))
+    now = read_train_config(latest(tiny_run))
+    assert read_train_config(copy) == now
+    check_resume_compatible(now, read_train_config(copy))  # raises if they differ
+    assert translate(load_checkpoint(copy), [SENTENCE]) == translate(
+        load_checkpoint(tiny_run), [SENTENCE]
+    )

@@ -5,23 +5,15 @@ __all__ = ['NonFiniteLossError', 'StepStats', 'autocast', 'train_step', 'validat
            'cpu_name', 'cpu_has_bf16_matmul', 'TrainResult', 'train']
 
 # %% ../../notebooks/95_training_run.ipynb #0b15618b
-import contextlib
 import ctypes
 import dataclasses
 import math
-import os
 import platform
-import shutil
 import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
 
 import torch
 import torch.distributed as dist
@@ -29,36 +21,17 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from transformer.checkpoints import (
-    latest_checkpoint,
     load_tokenizers,
-    load_training_state,
     load_weights,
     model_bytes,
     prune_checkpoints,
-    read_train_config,
-    resumable_checkpoint,
     save_checkpoint,
 )
-from transformer.config import (
-    NO_SPACES,
-    DataConfig,
-    TrainConfig,
-    check_resume_compatible,
-)
+from .config import NO_SPACES, DataConfig, TrainConfig
 from .data import TokenBudgetBatchSampler, TranslationDataset, collate
-from transformer.files import (
-    atomic_write_bytes,
-    atomic_write_text,
-    create_folder,
-    read_regular_file,
-)
+from .files import atomic_write_bytes, atomic_write_text, read_regular_file
 from .corpora import split_pairs_for
-from transformer.errors import (
-    CheckpointError,
-    CheckpointNotFoundError,
-    ConfigError,
-    RunExistsError,
-)
+from .errors import CheckpointError, ConfigError
 from transformer.distributed import (
     DistInfo,
     all_reduce_sum,
@@ -70,6 +43,7 @@ from .loss import label_smoothed_loss
 from .memory import check_fits
 from .metrics import MetricsLog, epoch_sums, read_metrics
 from .modern import ModelConfig, build_model
+from .run_folder import previous_checkpoint, run_folder
 from .schedule import InverseSqrtSchedule, LinearDecaySchedule
 from .tokenizer import train_tokenizer
 
@@ -402,243 +376,7 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
         if created_group:
             dist.destroy_process_group()
 
-# %% ../../notebooks/95_training_run.ipynb #921bc592
-def _make_run_folder(out: Path) -> Path | None:
-    """Create `out` (and its missing parents); return the topmost folder created, None
-    if `out` existed."""
-    if out.is_symlink() and not out.exists():
-        raise ConfigError(
-            f"out_dir={out} is a link to nothing: remove it, or set another out_dir"
-        )
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"out_dir={out} is a file, not a folder: set another out_dir")
-    try:
-        # made a moment ago by another run: the lock decides which of the two goes on
-        return create_folder(out)
-    except OSError as e:
-        raise ConfigError(f"out_dir={out} cannot be created: {e.strerror}") from None
-
-
-def _lock_holder(folder: Path) -> str:
-    """Which process holds the lock on `folder`, as Linux lists it in /proc/locks;
-    "another process" elsewhere."""
-    st = os.stat(folder)
-    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/locks").read_text().splitlines():
-            fields = line.split()
-            if "FLOCK" in fields and inode in fields and "->" not in fields:
-                pid = fields[fields.index(inode) - 1]
-                command = (
-                    Path(f"/proc/{pid}/cmdline")
-                    .read_bytes()
-                    .replace(b"\0", b" ")
-                    .decode(errors="replace")
-                )
-                return f"process {pid}" + (
-                    f", {command.strip()[:80]}" if command.strip() else ""
-                )
-    return "another process"
-
-
-def _lock(out: Path) -> int | None:
-    """An exclusive lock on the folder `out` (its file descriptor, to close when the run
-    ends), or None where there is no lock to take."""
-    if fcntl is None:  # Windows has no flock: there the lock is left out
-        return None
-    fd = os.open(out, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise ConfigError(
-            f"out_dir={out} is in use by another training run ({_lock_holder(out)}): "
-            "wait for it to end, or set another out_dir"
-        ) from None
-    except OSError as e:
-        # NFS emulates flock with a POSIX lock, which a folder opened read-only
-        # cannot take
-        os.close(fd)
-        print(
-            f"warning: out_dir={out} cannot be locked ({e.strerror}): "
-            "a second run into it would not be stopped",
-            file=sys.stderr,
-        )
-        return None
-    return fd
-
-
-@contextlib.contextmanager
-def _run_folder(out: Path, info: DistInfo):
-    """Create `out` if needed and hold an exclusive lock on it while the run lasts
-    (process 0 does both).
-
-    The lock is the operating system's (`flock` on the folder itself): it goes with the
-    process, so a run that is killed never leaves a stale lock, and no file is written
-    for it. A second run into the same folder stops with one line naming the process
-    that holds it. Windows has no `flock`, and a file system that cannot lock a folder
-    (NFS) is named in a warning: there the run goes on unlocked. If the run is refused
-    before it wrote a checkpoint, what it made is removed again (the folders it created,
-    or its tokenizer/ and metrics.csv in a folder that was there before): a rejected run
-    leaves nothing behind.
-    """
-    if not info.is_main:
-        yield
-        return
-    created = _make_run_folder(out)
-    had = {n for n in ("tokenizer", "metrics.csv") if (out / n).exists()}
-    fd = None
-    try:
-        fd = _lock(out)
-        yield
-    except BaseException:
-        # refused, a bug, or Ctrl-C before the first checkpoint: nothing half-made stays
-        if not (out / "checkpoints").exists():
-            made = (
-                [created]
-                if created is not None
-                else [out / n for n in ("tokenizer", "metrics.csv") if n not in had]
-            )
-            for path in made:
-                if path.is_dir():
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink(missing_ok=True)
-        raise
-    finally:
-        if fd is not None:
-            os.close(fd)  # releases the lock
-
-
-def _previous_checkpoint(
-    config: TrainConfig, resume: bool, info: DistInfo
-) -> tuple[Path | None, dict | None]:
-    """The checkpoint a run continues from and its training state; (None, None) for a
-    new run.
-
-    Refuses a resume with nothing to resume, a new run into a folder that holds one, and
-    a resume whose config or number of processes differs from the checkpoint's.
-    """
-    out = Path(config.out_dir)
-    checkpoints = out / "checkpoints"
-    _check_run_files(out)
-    if not resume:
-        _refuse_existing_run(out, checkpoints)
-        return None, None
-    previous = resumable_checkpoint(checkpoints)  # the newest intact one
-    if previous is None:
-        raise CheckpointNotFoundError(
-            f"nothing to resume: no checkpoint under {checkpoints}; "
-            "start without --resume"
-        )
-    return previous, _resume_state(config, previous, info)
-
-
-def _check_run_files(out: Path) -> None:
-    """Refuse a checkpoints/, tokenizer/ or metrics.csv of the wrong kind in `out`."""
-    for name, folder in (
-        ("checkpoints", True),
-        ("tokenizer", True),
-        ("metrics.csv", False),
-    ):
-        p = out / name
-        if (p.exists() or p.is_symlink()) and (
-            p.is_dir() if folder else p.is_file()
-        ) is False:
-            raise ConfigError(
-                f"{p} should be a {'folder' if folder else 'file'} of the run, "
-                "but is not: move it away, or set another out_dir"
-            )
-
-
-def _refuse_existing_run(out: Path, checkpoints: Path) -> None:
-    """Refuse a new run into a folder that holds a saved run or files not a run's."""
-    # tokenizer/ and metrics.csv alone: never saved
-    saved = checkpoints.is_dir() and any(checkpoints.iterdir())
-    held = [
-        n for n in ("checkpoints", "tokenizer", "metrics.csv") if (out / n).exists()
-    ]
-    others = (
-        sorted(p.name for p in out.iterdir() if p.name not in _RUN_FILES)
-        if out.is_dir()
-        else []
-    )
-    if others:
-        raise ConfigError(
-            f"out_dir={out} holds files that are not a run's ({', '.join(others[:3])}"
-            f"{', ...' if len(others) > 3 else ''}): give a new or empty folder"
-        )
-    if saved:
-        latest = _safe_latest(checkpoints)
-        where, what = (checkpoints, latest.name) if latest else (out, ", ".join(held))
-        raise RunExistsError(
-            f"{where} already holds a run ({what}): pass --resume to continue it, "
-            "or set another out_dir"
-        )
-
-
-def _resume_state(config: TrainConfig, previous: Path, info: DistInfo) -> dict:
-    """The checkpoint's state; refuses a config or number of processes that differs."""
-    check_resume_compatible(config, read_train_config(previous))
-    state = load_training_state(previous)
-    _check_state(state, previous)
-    if state["world_size"] != info.world_size:
-        raise ConfigError(
-            f"the checkpoint was written by {state['world_size']} process(es) but this "
-            f"run has {info.world_size}: resume with the same number, so each sees the "
-            "same batches"
-        )
-    return state
-
-
-# what a run writes into its out_dir
-_RUN_FILES = ("checkpoints", "tokenizer", "metrics.csv", "tensorboard")
-
-
-def _safe_latest(checkpoints: Path) -> Path | None:
-    try:
-        return latest_checkpoint(checkpoints)
-    except CheckpointError:
-        # a pointer that names no folder: the run is there all the same
-        return None
-
-
-_STATE_TYPES = {
-    "step": int,
-    "epoch": int,
-    "batch": int,
-    "world_size": int,
-    "best_valid_loss": (int, float),
-    "elapsed_s": (int, float),
-    "optimizer": dict,
-    "scheduler": dict,
-    "rng": list,
-}
-
-
-def _check_state(state, checkpoint: Path) -> None:
-    """Refuse a training state that is JSON but not one a run wrote: a key missing, a
-    number that is text."""
-    wrong = [
-        k
-        for k, t in _STATE_TYPES.items()
-        if not isinstance(state, dict)
-        or k not in state
-        or not isinstance(state[k], t)
-        or isinstance(state[k], bool)
-    ]
-    if (
-        wrong
-        or not all(isinstance(r, dict) and "cpu" in r for r in state["rng"])
-        or state["step"] < 0
-    ):
-        raise CheckpointError(
-            f"{checkpoint / 'training_state.json'} is damaged "
-            f"({', '.join(wrong) or 'rng'} missing or of the wrong type): "
-            "resume from another checkpoint, or start a new run"
-        )
-
-
+# %% ../../notebooks/95_training_run.ipynb #run-data-code
 def _run_data(
     config: TrainConfig, info: DistInfo, previous: Path | None, train_pairs, valid_pairs
 ):
@@ -768,7 +506,7 @@ def _wrap_model(
         net = torch.compile(net, dynamic=True)
     return net
 
-
+# %% ../../notebooks/95_training_run.ipynb #run-loop-code
 @dataclass(kw_only=True)
 class _Run:
     """What the steps of one training run share: its pieces (set once, by keyword), and
@@ -991,7 +729,7 @@ def _start_run(
 ) -> tuple:
     """What the run continues from, its data, model and counters: (`_Run`, batch
     sampler, validation batches)."""
-    previous, state = _previous_checkpoint(config, resume, info)
+    previous, state = previous_checkpoint(config, resume, info)
     tokenizer_files, src_tok, tgt_tok, train_set, valid_set = _run_data(
         config, info, previous, *pairs
     )
@@ -1116,7 +854,7 @@ def _train(
     run's folder locked, what the run continues from, data, model, then epochs until
     done."""
     pairs = load_pairs(config.data, "train"), load_pairs(config.data, "valid")
-    with _run_folder(Path(config.out_dir), info):
+    with run_folder(Path(config.out_dir), info):
         run, sampler, valid_batches = _start_run(config, resume, info, device, pairs)
         try:
             done = bool(config.optim.max_steps and run.step >= config.optim.max_steps)
