@@ -21,7 +21,6 @@ import random
 import time
 
 import torch
-import torch.nn.functional as F
 
 from transformer.corpora import load_tatoeba
 from transformer.data import collate
@@ -29,6 +28,7 @@ from transformer.shipped import load_translator
 from transformer.decoding import translate
 from transformer.evaluation import corpus_bleu, group_references
 from transformer.files import atomic_write_text
+from transformer.train import train_step
 
 # Terms and short sentences in the register of Tatoeba (complete, punctuated sentences) and as titles.
 GLOSSARY = [
@@ -140,7 +140,7 @@ def main() -> None:
     optimizer = torch.optim.Adam(
         model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9
     )
-    model.train()
+    constant = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     start, losses = time.perf_counter(), []
     for step in range(args.steps):
         batch = collate(
@@ -148,18 +148,17 @@ def main() -> None:
             + rng.sample(replay, args.replay_per_batch),
             pad_id=model.config.pad_id,
         )
-        logits = model(batch.src, batch.tgt_in)  # (B, T, |V|)
-        loss = F.cross_entropy(
-            logits.flatten(0, 1),
-            batch.tgt_out.flatten(),
-            ignore_index=batch.pad_id,
+        stats = train_step(  # the training run's step: label-smoothed loss, clipping
+            model,
+            batch,
+            optimizer,
+            constant,
+            num_tokens=int((batch.tgt_out != batch.pad_id).sum()),
             label_smoothing=0.1,
+            pad_id=batch.pad_id,
+            clip_grad_norm=1.0,
         )
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        losses.append(loss.item())
+        losses.append(stats.loss)
     seconds = time.perf_counter() - start
     model.eval()
     after = measure(ckpt, sources, references)
