@@ -4,7 +4,13 @@ import pytest
 import sacrebleu
 
 from transformer.corpora import split_pairs_for
-from transformer.evaluation import corpus_bleu, corpus_chrf, group_references
+from transformer.errors import InputError
+from transformer.evaluation import (
+    corpus_bleu,
+    corpus_chrf,
+    group_references,
+    paired_bleu_test,
+)
 from transformer.config import DataConfig
 
 
@@ -73,3 +79,34 @@ def test_tatoeba_test_split_groups_into_unique_english_sentences(course_data):
     assert sum(map(len, refs)) <= len(pairs) and max(map(len, refs)) > 1
     with pytest.raises(ValueError, match="unknown split 'dev'"):
         split_pairs_for(data, "dev")
+
+
+REFERENCES = [f"the cat number {i} sat on the mat today" for i in range(60)]
+
+
+def test_a_paired_test_separates_a_much_better_system_and_gives_each_its_interval():
+    worse = [f"a dog {i} stood near a mat" for i in range(60)]
+    base, better = paired_bleu_test({"worse": worse, "perfect": REFERENCES}, REFERENCES)
+    assert (base.system, base.p_value) == ("worse", None)
+    assert better.bleu == pytest.approx(100.0) and better.p_value < 0.01
+    assert base.bleu == pytest.approx(sacrebleu.corpus_bleu(worse, [REFERENCES]).score)
+    assert "p = 0.001" in str(better)
+
+
+def test_a_paired_test_of_two_systems_that_differ_by_chance_is_not_significant():
+    # half the sentences each: one system drops the last word of the even ones, the
+    # other of the odd ones: the same quality, arranged differently
+    def drop_last(s: str) -> str:
+        return s.rsplit(" ", 1)[0]
+
+    a = [drop_last(r) if i % 2 == 0 else r for i, r in enumerate(REFERENCES)]
+    b = [drop_last(r) if i % 2 == 1 else r for i, r in enumerate(REFERENCES)]
+    _, other = paired_bleu_test({"a": a, "b": b}, REFERENCES)
+    assert other.p_value > 0.3
+
+
+def test_a_paired_test_refuses_systems_and_references_of_different_lengths():
+    with pytest.raises(InputError, match="one translation per reference"):
+        paired_bleu_test({"a": ["x"], "b": ["x", "y"]}, ["x", "y"])
+    with pytest.raises(InputError, match="two or more systems"):
+        paired_bleu_test({"a": ["x"]}, ["x"])
