@@ -13,7 +13,8 @@ from transformer.config import ModelSettings, check_resume_compatible
 from transformer.decoding import translate
 from transformer.shipped import models_dir
 from transformer.errors import CheckpointError
-from transformer.modern import ModelConfig, build_model
+from transformer.model import Transformer
+from transformer.modern import ModelConfig
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def modern_folder(tmp_path):
             "kv_heads": 2,
         }
     )
-    save_model_files(build_model(config), folder)
+    save_model_files(Transformer(config), folder)
     return folder
 
 

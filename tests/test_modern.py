@@ -15,7 +15,6 @@ from transformer.modern import (
     RMSNorm,
     RotaryPositions,
     SwiGLU,
-    build_model,
     rotary_angles,
     rotate,
 )
@@ -162,7 +161,7 @@ def test_the_paper_config_builds_the_very_model_of_chapter_08_draw_for_draw():
     torch.manual_seed(0)
     paper = Transformer(TransformerConfig(**SMALL))
     torch.manual_seed(0)
-    built = build_model(ModelConfig(**SMALL))
+    built = Transformer(ModelConfig(**SMALL))
     assert paper.state_dict().keys() == built.state_dict().keys()
     assert all(
         torch.equal(a, b)
@@ -188,7 +187,7 @@ def test_a_layer_is_made_of_the_parts_it_is_given_and_nothing_reaches_into_it_af
     assert (
         type(EncoderLayer(32, 4, 64).norm1) is torch.nn.LayerNorm and PAPER == Parts()
     )
-    model = build_model(ModelConfig(**SMALL, positions="rotary"))
+    model = Transformer(ModelConfig(**SMALL, positions="rotary"))
     rotaries = [
         layer.self_attn.rotary
         for layer in (*model.encoder.layers, *model.decoder.layers)
@@ -208,7 +207,7 @@ def test_every_variant_is_causal_blind_to_padding_and_decodes_the_same_with_the_
     options,
 ):
     torch.manual_seed(0)
-    model = build_model(ModelConfig(**SMALL, **options)).double().eval()
+    model = Transformer(ModelConfig(**SMALL, **options)).double().eval()
     if options.get("bias") is False:
         assert not [n for n, _ in model.named_parameters() if n.endswith("bias")]
     src = torch.randint(4, 40, (2, 7))

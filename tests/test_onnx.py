@@ -141,7 +141,8 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
 
     from transformer.checkpoints import load_checkpoint
     from transformer.shipped import models_dir
-    from transformer.modern import ModelConfig, build_model
+    from transformer.model import Transformer
+    from transformer.modern import ModelConfig
 
     shipped = models_dir() / "multi30k-de-en"
     folder = tmp_path / "modern"
@@ -165,7 +166,7 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
         }
     )
     torch.manual_seed(0)
-    save_model(build_model(config), str(folder / "model.safetensors"))
+    save_model(Transformer(config), str(folder / "model.safetensors"))
     (folder / "model_config.json").write_text(config.to_json())
     assert (
         main(["export-onnx", "--model", str(folder), "--out", str(tmp_path / "onnx")])

@@ -33,7 +33,7 @@ from transformer.shipped import load_translator
 from transformer.config import TrainConfig
 from transformer.loss import label_smoothed_loss  # train(config): transformer.train.train
 from transformer.visualize import AttentionMaps, attention_maps, plot_attention
-from transformer.modern import ModelConfig, RMSNorm, RotaryPositions, SwiGLU, build_model
+from transformer.modern import ModelConfig, RMSNorm, RotaryPositions, SwiGLU
 from transformer.attention_cost import kv_cache_bytes, tiled_attention
 from transformer.onnx_export import OnnxTranslator, export_onnx
 
@@ -48,6 +48,6 @@ __all__ = [
     "load_translator", "greedy_decode", "beam_search", "Hypothesis", "translate",
     "corpus_bleu", "corpus_chrf", "evaluate_pairs", "evaluate_checkpoint",
     "attention_maps", "AttentionMaps", "plot_attention", "export_onnx", "OnnxTranslator",
-    "build_model", "ModelConfig", "RMSNorm", "RotaryPositions", "SwiGLU", "tiled_attention", "kv_cache_bytes",
+    "ModelConfig", "RMSNorm", "RotaryPositions", "SwiGLU", "tiled_attention", "kv_cache_bytes",
     "TransformerError", "ConfigError", "CorpusError", "CheckpointError", "InputError",
 ]

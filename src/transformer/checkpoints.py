@@ -35,7 +35,7 @@ from transformer.files import (
 )
 from .memory import check_device, check_fits
 from .model import Transformer
-from .modern import ModelConfig, build_model
+from .modern import ModelConfig
 from .tokenizer import Tokenizer
 
 # %% ../../notebooks/93_checkpoints.ipynb #c15c13eb
@@ -562,7 +562,7 @@ def model_bytes(config: ModelConfig) -> int:
             config, num_encoder_layers=encoder_layers, num_decoder_layers=decoder_layers
         )
         with torch.device("meta"):
-            model = build_model(small)
+            model = Transformer(small)
         return sum(t.numel() * 4 for t in (*model.parameters(), *model.buffers()))
 
     base = counted(1, 1)
@@ -668,7 +668,7 @@ def load_checkpoint(
                 "weights were trained with; copy the one saved with them"
             )
     _check_config_is_the_saved_one(directory, model_config, train_config, device)
-    model = build_model(model_config)
+    model = Transformer(model_config)
     load_weights(model, directory / "model.safetensors", device)
     return Checkpoint(
         model.to(device).eval(), src_tok, tgt_tok, train_config, directory

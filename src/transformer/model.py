@@ -93,6 +93,11 @@ class TransformerConfig:
             )
         return cls(**d)
 
+    def parts(self) -> Parts:
+        """What the model is made of: the paper's parts (chapter 16's `ModelConfig`
+        chooses others)."""
+        return PAPER
+
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
@@ -108,11 +113,13 @@ class Transformer(nn.Module):
     `forward` builds the padding and causal masks from `config.pad_id`; `encode` and
     `decode` are exposed separately because generation encodes the source once and
     decodes many times. `parts` (chapter 06's `Parts`) says what each piece is made
-    with: the paper's by default.
+    with; by default the ones the config chooses (`config.parts()`: the paper's for a
+    `TransformerConfig`), so that a saved config describes the model it was saved with.
     """
 
-    def __init__(self, config: TransformerConfig, parts: Parts = PAPER):
+    def __init__(self, config: TransformerConfig, parts: Parts | None = None):
         super().__init__()
+        parts = config.parts() if parts is None else parts
         c, self.config, self.parts = config, config, parts
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = (

@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['RMSNorm', 'rotary_angles', 'rotate', 'RotaryPositions', 'SwiGLU', 'EmbeddingDropout', 'rotary_self_attention',
-           'ModelConfig', 'build_model']
+           'ModelConfig']
 
 # %% ../../notebooks/16_modern_block.ipynb #3ffe7e55
 import typing
@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from .embedding import PositionalEncoding
 from .encoder import FeedForward, Parts
-from .model import Transformer, TransformerConfig
+from .model import TransformerConfig
 from .multihead import MultiHeadAttention
 
 # %% ../../notebooks/16_modern_block.ipynb #6b385563
@@ -40,7 +40,7 @@ class RMSNorm(nn.Module):
 # %% ../../notebooks/16_modern_block.ipynb #2315f405
 def rotary_angles(max_len: int, d_head: int, base: float = 10000.0) -> Tensor:
     """(max_len, d_head / 2) angles p * theta_i, theta_i = base^(-2i / d_head):
-    chapter 05's frequencies."""
+    chapter 05's frequencies for a width of d_head."""
     if d_head % 2:
         raise ValueError(
             f"d_head={d_head} is odd: rotary positions rotate pairs of dimensions"
@@ -202,11 +202,3 @@ class ModelConfig(TransformerConfig):
             positions=EmbeddingDropout if rotary else PositionalEncoding,
             generator=partial(nn.Linear, bias=bias),
         )
-
-
-def build_model(config: TransformerConfig) -> Transformer:
-    """The model a config describes: chapter 08's `Transformer` made of the
-    parts the config chooses."""
-    return Transformer(
-        config, config.parts() if isinstance(config, ModelConfig) else Parts()
-    )

@@ -42,7 +42,8 @@ from transformer.distributed import (
 from .loss import label_smoothed_loss
 from .memory import check_fits
 from .metrics import MetricsLog, epoch_sums, read_metrics
-from .modern import ModelConfig, build_model
+from .model import Transformer
+from .modern import ModelConfig
 from .run_folder import previous_checkpoint, run_folder
 from .schedule import InverseSqrtSchedule, LinearDecaySchedule
 from .tokenizer import train_tokenizer
@@ -447,7 +448,7 @@ def _build_run_model(
         pad_id=tgt_tok.pad_id,
         **dataclasses.asdict(config.model),
     )
-    model = build_model(model_config)
+    model = Transformer(model_config)
     torch.manual_seed(config.seed + 1 + info.rank)  # dropout differs between processes
     if previous is not None:
         load_weights(model, previous / "model.safetensors")
