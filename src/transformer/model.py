@@ -155,7 +155,8 @@ class Transformer(nn.Module):
 
     @torch.no_grad()
     def _init_weights(self):
-        # every matrix: Xavier; biases and norms keep their defaults
+        # every matrix: Xavier; biases keep PyTorch's default (uniform in
+        # +-1/sqrt(fan_in), not zero), norms their ones and zeros
         for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)

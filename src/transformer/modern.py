@@ -56,7 +56,8 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     of the angles p * theta_i.
 
     Pair i of dimensions, (x_2i, x_2i+1), is turned by its angle:
-    (a cos - b sin, a sin + b cos).
+    (a cos - b sin, a sin + b cos). (RoFormer's pairing; Hugging Face's `rotate_half`
+    pairs dimension i with i + d_head / 2 instead, so weights do not carry over.)
     """
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., L, d_head / 2) each
