@@ -524,12 +524,16 @@ def test_tried_runs_agree_with_their_measurements():
 # ------------------------------------------------------------- train it yourself (README, chapter 10)
 
 
-def test_the_train_it_yourself_figures_come_from_a_run_of_the_config_in_the_repository():
-    """`tools/train_it_yourself.py` measured a run of configs/multi30k-fast.toml as it is now; the README and
-    chapter 10 state what it measured."""
+@pytest.mark.parametrize(
+    "name, glued_as",
+    [("multi30k-fast", "ch10_fast"), ("multi30k-fast-fp32", "ch10_fp32")],
+)
+def test_the_train_it_yourself_figures_come_from_a_run_of_the_config_in_the_repository(
+    name, glued_as
+):
+    """`tools/train_it_yourself.py` measured a run of the config as it is now; the README and chapter 10
+    state what it measured."""
     import tomllib
-
-    name = "multi30k-fast"
 
     run = json.loads(
         (NOTEBOOKS / "results" / "train_it_yourself.json").read_text(encoding="utf-8")
@@ -565,6 +569,6 @@ def test_the_train_it_yourself_figures_come_from_a_run_of_the_config_in_the_repo
     )
     assert stated in line, f"the README's line for {name} should say {stated!r}: {line}"
     page = glued(NOTEBOOKS / "10_training.ipynb")
-    assert page["ch10_fast_epochs"] == run["epochs"]
-    assert page["ch10_fast_minutes"] == round(run["wall_s"] / 60)
-    assert page["ch10_fast_bleu"] == f"{run['test_2016_flickr_bleu']:.1f}"
+    assert page[f"{glued_as}_epochs"] == run["epochs"]
+    assert page[f"{glued_as}_minutes"] == round(run["wall_s"] / 60)
+    assert page[f"{glued_as}_bleu"] == f"{run['test_2016_flickr_bleu']:.1f}"
