@@ -327,7 +327,7 @@ def paired_bleu_test(
     `systems` maps a name to its translations of the same sentences, the baseline
     first; `references` holds one reference per sentence. Returns one `Comparison` per
     system, in order. `resamples` test sets are drawn (sacreBLEU's default, 1000, gives
-    p-values in steps of 0.001).
+    p-values in steps of 1/1001, the smallest printed as 0.001).
     """
     lengths = {name: len(h) for name, h in systems.items()}
     if len(systems) < 2 or set(lengths.values()) != {len(references)}:
