@@ -80,10 +80,11 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
         loc = unknown[0]["loc"][:-1]
         where, section = _locate(cls, loc, prefix)
         keys = sorted(str(e["loc"][-1]) for e in unknown if e["loc"][:-1] == loc)
-        if where == "model" and set(keys) & set(_SET_BY_TOKENIZER):
-            key = sorted(set(keys) & set(_SET_BY_TOKENIZER))[0]
+        from_tokenizer = sorted(set(keys) & set(_SET_BY_TOKENIZER))
+        if where == "model" and from_tokenizer:
             return ConfigError(
-                f"[model] {key} is set from the tokenizer: remove it from the config"
+                f"[model] {from_tokenizer[0]} is set from the tokenizer: "
+                "remove it from the config"
             )
         place = f"in [{where}]" if where else "at the top level"
         known = [f.name for f in dataclasses.fields(section)]
