@@ -150,3 +150,32 @@ def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_b
         "alpha": 0.6,
     }
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shipped"]
+
+
+def test_modern_block_runs_shipped_budget_trains_the_fast_recipe_with_either_block(
+    tmp_path,
+):
+    from transformer.config import TrainConfig
+
+    tool = load_tool("modern_block_runs")
+    budget = tool.BUDGETS["shipped"]
+    fast = TrainConfig.from_toml(tool.ROOT / "configs" / "multi30k-fast.toml")
+    modern = tool.run_config(budget, "all", 1, 1.0, tmp_path)
+    paper = tool.run_config(budget, "baseline", 1, 1.0, tmp_path)
+    assert modern.model == fast.model and modern.optim == fast.optim
+    assert modern.data == fast.data and modern.precision == fast.precision
+    assert (paper.model.norm, paper.model.positions, paper.model.feed_forward) == (
+        "layer",
+        "sinusoidal",
+        "relu",
+    )
+    assert paper.model.bias and paper.optim == fast.optim
+    swept = tool.run_config(budget, "baseline", 0, 2.0, tmp_path)
+    assert swept.optim.lr_factor == 2 * fast.optim.lr_factor
+    names = [budget.run_name(*run) for run in budget.runs]
+    assert len(set(names)) == len(names)  # no two runs share a folder
+    for arm in ("baseline", "all"):  # three seeds of each at the recipe's rate
+        assert {s for v, s, x in budget.runs if v == arm and x == 1.0} == {0, 1, 2}
+    small = tool.BUDGETS["small"]
+    assert small.run_name("rms", 2, 1.0) == "rms-s2"  # the folders already shipped
+    assert (small.hypotheses / "rms-s2" / "val.hyp").is_file()

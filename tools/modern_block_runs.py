@@ -1,9 +1,11 @@
 """Chapter 16's measurements: one model trained at one equal budget, with each change of the modern block
 alone, all of them together, two pairs of them (rotary with RMSNorm, rotary without biases: where the changes
-interact), and grouped-query attention (chapter 17); several seeds of each.
+interact), and grouped-query attention (chapter 17); several seeds of each. A second, longer budget (--budget
+shipped) trains the paper's block against the modern block at the shipped shape with the fast recipe.
 
     python tools/modern_block_runs.py --out-dir runs/modern            # every run not yet in the JSON
     python tools/modern_block_runs.py --out-dir runs/modern --only baseline:0 rms:0
+    python tools/modern_block_runs.py --budget shipped --out-dir runs/modern-shipped
 
 Each run is `configs/multi30k-small.toml`'s data, vocabulary, dropout, label smoothing and optimiser with a
 smaller model (SHAPE: D = 128, 2 + 2 layers, 4 heads, d_ff = 512, pre-norm) and one change in [model],
@@ -20,6 +22,13 @@ so that any two variants can be compared by a paired test on the same sentences.
 notebooks/results/16_modern_block_runs.json as they finish, so a run cut short (or a session that ends) is
 picked up again: training resumes from its last checkpoint, and a run whose result is in the file is not run
 again.
+
+The shipped budget: configs/multi30k-fast.toml as it is (D = 256, 3 + 3 layers, d_ff = 1024, 6 epochs, 800
+warm-up steps, linear decay, bf16 autocast) for the modern block ("all"), and the same file with the paper's
+block (LayerNorm, added sinusoids, ReLU, biases) for "baseline"; seeds 0-2 of each at the recipe's learning
+rate. Whether one rate is fair to both blocks: seed 0 of each again at half and at twice the rate
+(LR_SWEEP). Results go to notebooks/results/16_modern_block_shipped.json and the translations to
+notebooks/results/16_modern_block_shipped/<variant>-lr<factor>-s<seed>/val.hyp.
 """
 
 import argparse
@@ -32,10 +41,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "notebooks" / "results" / "16_modern_block_runs.json"
-HYPOTHESES = (
-    ROOT / "notebooks" / "results" / "16_modern_block_runs"
-)  # <variant>-s<seed>/val.hyp
+RESULTS = ROOT / "notebooks" / "results"
 EPOCHS, WARMUP, LR_FACTOR = (
     3,
     200,
@@ -69,22 +75,90 @@ SEEDS = {
     "all": range(5),
 }  # five seeds for the two ends of the comparison
 DEFAULT_SEEDS = range(3)  # three for every other variant
+PAPER_BLOCK = {
+    "norm": "layer",
+    "positions": "sinusoidal",
+    "feed_forward": "relu",
+    "bias": True,
+}
+LR_SWEEP = (
+    0.5,
+    2.0,
+)  # the shipped budget's learning rates besides the recipe's, times its lr_factor
 
 
-def run_config(variant: str, seed: int, out_dir: Path):
-    """The TrainConfig of one run: the shipped run's data and optimiser, SHAPE, the variant's settings, the budget."""
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """One budget of chapter 16: which runs it has, where their results go."""
+
+    name: str
+    runs: tuple  # (variant, seed, lr_scale), in the order they are run
+    out: Path  # the JSON the chapter reads
+    hypotheses: Path  # <run name>/val.hyp
+
+    def run_name(self, variant: str, seed: int, lr_scale: float) -> str:
+        if self.name == "small":
+            return f"{variant}-s{seed}"
+        return f"{variant}-lr{lr_scale:g}-s{seed}"
+
+
+BUDGETS = {
+    "small": Budget(
+        "small",
+        tuple(
+            (v, s, 1.0)
+            for s in range(5)
+            for v in VARIANTS
+            if s in SEEDS.get(v, DEFAULT_SEEDS)
+        ),
+        RESULTS / "16_modern_block_runs.json",
+        RESULTS / "16_modern_block_runs",
+    ),
+    "shipped": Budget(
+        "shipped",
+        tuple((v, s, 1.0) for s in range(3) for v in ("baseline", "all"))
+        + tuple((v, 0, x) for x in LR_SWEEP for v in ("baseline", "all")),
+        RESULTS / "16_modern_block_shipped.json",
+        RESULTS / "16_modern_block_shipped",
+    ),
+}
+
+
+def block_settings(budget: Budget, variant: str) -> dict:
+    """The [model] settings of a variant: what differs from the budget's base config."""
+    if budget.name == "shipped" and variant == "baseline":
+        return PAPER_BLOCK  # the fast recipe's config has the modern block
+    return {} if budget.name == "shipped" else VARIANTS[variant]
+
+
+def run_config(budget: Budget, variant: str, seed: int, lr_scale: float, out_dir: Path):
+    """The TrainConfig of one run of a budget."""
     from transformer.config import TrainConfig
 
-    base = TrainConfig.from_toml(ROOT / "configs" / "multi30k-small.toml")
-    return TrainConfig(
-        name=f"modern-{variant}-s{seed}",
-        out_dir=str(out_dir / f"{variant}-s{seed}"),
+    common = dict(
+        out_dir=str(out_dir / budget.run_name(variant, seed, lr_scale)),
         seed=seed,
         device="cpu",
         progress=False,
         tensorboard=False,
         save_every=0,
         keep_last=1,
+    )
+    if budget.name == "shipped":  # the fast recipe, with the paper's block or its own
+        base = TrainConfig.from_toml(ROOT / "configs" / "multi30k-fast.toml")
+        block = block_settings(budget, variant)
+        return dataclasses.replace(
+            base,
+            name=f"modern-shipped-{budget.run_name(variant, seed, lr_scale)}",
+            model=dataclasses.replace(base.model, **block),
+            optim=dataclasses.replace(
+                base.optim, lr_factor=base.optim.lr_factor * lr_scale
+            ),
+            **common,
+        )
+    base = TrainConfig.from_toml(ROOT / "configs" / "multi30k-small.toml")
+    return TrainConfig(
+        name=f"modern-{variant}-s{seed}",
         data=base.data,
         model=dataclasses.replace(base.model, **SHAPE, **VARIANTS[variant]),
         optim=dataclasses.replace(
@@ -94,10 +168,13 @@ def run_config(variant: str, seed: int, out_dir: Path):
             lr_factor=LR_FACTOR,
             schedule="linear",
         ),
+        **common,
     )
 
 
-def one_run(variant: str, seed: int, out_dir: Path) -> dict:
+def one_run(
+    budget: Budget, variant: str, seed: int, lr_scale: float, out_dir: Path
+) -> dict:
     """Train (or resume) one run and measure it: runs in a child process with one thread."""
     import torch
 
@@ -107,7 +184,7 @@ def one_run(variant: str, seed: int, out_dir: Path) -> dict:
     from transformer.train import train
 
     torch.set_num_threads(1)
-    config = run_config(variant, seed, out_dir)
+    config = run_config(budget, variant, seed, lr_scale, out_dir)
     start = time.time()
     train(config, resume=(Path(config.out_dir) / "checkpoints").is_dir())
     epochs = [
@@ -117,17 +194,23 @@ def one_run(variant: str, seed: int, out_dir: Path) -> dict:
     ]
     checkpoint = load_checkpoint(config.out_dir)
     report = evaluate_checkpoint(
-        checkpoint, "val", beam_size=1, out_dir=HYPOTHESES / f"{variant}-s{seed}"
+        checkpoint,
+        "val",
+        beam_size=1,
+        out_dir=budget.hypotheses / budget.run_name(variant, seed, lr_scale),
     )
     bleu = next(s["score"] for s in report["scores"] if s["metric"].startswith("BLEU"))
+    model = config.model
     return {
         "variant": variant,
         "seed": seed,
-        "settings": VARIANTS[variant],
-        "shape": SHAPE,
-        "epochs": EPOCHS,
-        "warmup_steps": WARMUP,
-        "lr_factor": LR_FACTOR,
+        "settings": block_settings(budget, variant),
+        "shape": {k: getattr(model, k) for k in SHAPE},
+        "epochs": config.optim.epochs,
+        "warmup_steps": config.optim.warmup_steps,
+        "lr_factor": config.optim.lr_factor,
+        "lr_scale": lr_scale,
+        "precision": config.precision,
         "threads": torch.get_num_threads(),
         "steps": int(epochs[-1]["step"]),
         "valid_ppl": round(float(epochs[-1]["valid_ppl"]), 3),
@@ -145,11 +228,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--budget", choices=BUDGETS, default="small")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "runs" / "modern")
     parser.add_argument(
         "--only",
         nargs="*",
-        help="variant:seed pairs to run (default: all missing ones)",
+        help="variant:seed (or variant:seed:lr_scale) runs to do (default: all missing ones)",
     )
     parser.add_argument(
         "--parallel",
@@ -159,24 +243,24 @@ def main() -> None:
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    budget = BUDGETS[args.budget]
     if args.child:  # one run, in its own process; prints its result as JSON
-        variant, seed = args.child.split(":")
-        print(json.dumps(one_run(variant, int(seed), args.out_dir)))
+        variant, seed, lr_scale = args.child.split(":")
+        result = one_run(budget, variant, int(seed), float(lr_scale), args.out_dir)
+        print(json.dumps(result))
         return
+    out = budget.out
     results = (
-        json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else {"runs": []}
+        json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {"runs": []}
     )
-    done = {(r["variant"], r["seed"]) for r in results["runs"]}
-    todo = (
-        [tuple(x.split(":")) for x in args.only]
-        if args.only
-        else [
-            (v, str(s))
-            for s in range(5)
-            for v in VARIANTS
-            if s in SEEDS.get(v, DEFAULT_SEEDS) and (v, s) not in done
+    done = {(r["variant"], r["seed"], r.get("lr_scale", 1.0)) for r in results["runs"]}
+    if args.only:
+        todo = [
+            (v, int(s), float(x[0]) if x else 1.0)
+            for v, s, *x in (o.split(":") for o in args.only)
         ]
-    )
+    else:
+        todo = [run for run in budget.runs if run not in done]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     while todo:
         batch, todo = todo[: args.parallel], todo[args.parallel :]
@@ -185,34 +269,39 @@ def main() -> None:
                 [
                     sys.executable,
                     __file__,
+                    "--budget",
+                    budget.name,
                     "--out-dir",
                     str(args.out_dir),
                     "--child",
-                    f"{v}:{s}",
+                    f"{v}:{s}:{x}",
                 ],
                 stdout=subprocess.PIPE,
                 text=True,
                 env=env,
             )
-            for v, s in batch
+            for v, s, x in batch
         ]
-        for child, (v, s) in zip(children, batch):
-            out, _ = child.communicate()
+        for child, (v, s, x) in zip(children, batch):
+            stdout, _ = child.communicate()
             if child.returncode:
-                raise SystemExit(f"run {v}:{s} failed (exit {child.returncode})")
-            result = json.loads(out.strip().splitlines()[-1])
+                raise SystemExit(f"run {v}:{s}:{x} failed (exit {child.returncode})")
+            result = json.loads(stdout.strip().splitlines()[-1])
             results["runs"] = [
-                r for r in results["runs"] if (r["variant"], r["seed"]) != (v, int(s))
+                r
+                for r in results["runs"]
+                if (r["variant"], r["seed"], r.get("lr_scale", 1.0)) != (v, s, x)
             ] + [result]
             results["machine"] = (
                 f"{cpu_name()}, {os.cpu_count()} cores, one thread per run"
             )
-            OUT.parent.mkdir(parents=True, exist_ok=True)
+            out.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(
-                OUT, (json.dumps(results, indent=1) + "\n").encode("utf-8")
+                out, (json.dumps(results, indent=1) + "\n").encode("utf-8")
             )  # never half a file
             print(
-                f"{v}:{s} -> val ppl {result['valid_ppl']}, greedy val BLEU {result['val_bleu_greedy']}",
+                f"{budget.run_name(v, s, x)} -> val ppl {result['valid_ppl']}, "
+                f"greedy val BLEU {result['val_bleu_greedy']}",
                 flush=True,
             )
 
