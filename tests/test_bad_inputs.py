@@ -1213,7 +1213,7 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
     (
         "rotary positions with d_head = 1",
         config_case(model__positions="rotary", model__num_heads=32),
-        "rotary positions turn pairs of dimensions",
+        "rotary positions rotate pairs of dimensions",
     ),
     (
         "lr_factor = 1e300",

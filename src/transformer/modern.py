@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from .embedding import PositionalEncoding
 from .encoder import FeedForward, Parts
 from .model import TransformerConfig
-from .multihead import MultiHeadAttention
+from .multihead import MultiHeadAttention, head_width, key_value_heads
 
 # %% ../../notebooks/16_modern_block.ipynb #6b385563
 class RMSNorm(nn.Module):
@@ -43,7 +43,8 @@ def rotary_angles(max_len: int, d_head: int, base: float = 10000.0) -> Tensor:
     chapter 05's frequencies for a width of d_head."""
     if d_head % 2:
         raise ValueError(
-            f"d_head={d_head} is odd: rotary positions rotate pairs of dimensions"
+            f"d_head={d_head} is odd: rotary positions rotate pairs of dimensions, "
+            "so the head width d_head = d_model / num_heads must be even"
         )
     i = torch.arange(d_head // 2, dtype=torch.float64)
     theta = base ** (-2 * i / d_head)  # (d_head / 2,)
@@ -168,17 +169,11 @@ class ModelConfig(TransformerConfig):
                     f"{name}={getattr(self, name)!r}: choose one of "
                     f"{', '.join(map(repr, allowed))}"
                 )
-        if self.positions == "rotary" and (self.d_model // self.num_heads) % 2:
-            raise ValueError(
-                "positions='rotary' with d_head = d_model / num_heads = "
-                f"{self.d_model // self.num_heads}: rotary positions turn pairs of "
-                "dimensions, so d_head must be even"
-            )
-        if self.kv_heads < 0 or (self.kv_heads and self.num_heads % self.kv_heads):
-            raise ValueError(
-                f"kv_heads={self.kv_heads} must divide "
-                f"num_heads={self.num_heads} (0 means num_heads)"
-            )
+        # the parts' own rules, asked before any layer is built: an even head width
+        # for rotary positions (an empty table of angles), whole groups of heads
+        if self.positions == "rotary":
+            rotary_angles(0, head_width(self.d_model, self.num_heads))
+        key_value_heads(self.num_heads, self.kv_heads or None)
 
     def parts(self) -> Parts:
         """The `Parts` (chapter 06) these settings choose."""
