@@ -20,7 +20,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import Tensor
 
-from .config import TrainConfig, parse_config
+from .config import TrainConfig, parse_model_config
 from .corpora import split_pairs_for
 from transformer.errors import (
     CheckpointError,
@@ -358,13 +358,8 @@ def _read_json(path: Path) -> dict:
 
 def _read_model_config(directory: Path) -> ModelConfig:
     path = directory / "model_config.json"
-    data = _read_json(path)
-    unknown = sorted(set(data) - {f.name for f in dataclasses.fields(ModelConfig)})
-    try:
-        if unknown:
-            raise ConfigError(f"unknown setting(s) {unknown}")
-        # strict: types checked, then the model's own checks
-        return parse_config(ModelConfig, data)
+    try:  # strict: unknown settings, types, then the model's own rules
+        return parse_model_config(_read_json(path))
     except ConfigError as e:
         raise CheckpointError(
             f"{path}: {e}; copy the model_config.json that was saved with these weights"
