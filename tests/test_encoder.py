@@ -14,6 +14,7 @@ from transformer.encoder import (
     FeedForward,
     copy_encoder_layer_from_torch,
 )
+from transformer.decoder import Decoder
 from transformer.masking import padding_mask
 
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -288,3 +289,11 @@ def test_weight_copy_rejects_mismatched_torch_layers_with_clear_errors():
             EncoderLayer(8, 2, 16),
             nn.TransformerEncoderLayer(8, 2, 32, batch_first=True),
         )
+
+
+@pytest.mark.parametrize("stack", [Encoder, Decoder])
+def test_a_stack_without_layers_is_refused_by_the_one_rule_both_stacks_share(stack):
+    with pytest.raises(
+        ValueError, match="num_layers=0: a stack needs at least one layer"
+    ):
+        stack(0, d_model=8, num_heads=2, d_ff=16)

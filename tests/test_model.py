@@ -90,7 +90,7 @@ def test_config_from_dict_rejects_unknown_keys_and_names_them():
         (dict(num_heads=3), "divisible by num_heads"),
         (dict(d_model=6, num_heads=2), "ok"),  # valid: control case
         (dict(d_model=14, num_heads=7), "ok"),
-        (dict(d_model=9, num_heads=3), "odd"),
+        (dict(d_model=9, num_heads=3), "must be a positive even number"),
         (dict(pad_id=11), "pad_id=11"),
         (dict(pad_id=-1), "pad_id=-1"),
         (dict(dropout=1.0), "dropout"),

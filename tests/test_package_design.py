@@ -8,6 +8,7 @@ import collections
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -216,3 +217,28 @@ def test_train_and_data_export_only_what_they_define():
                 assert not name or name in defined, (
                     f"{path.name} imports {name} from transformer.{hub}"
                 )
+
+
+# A rule about the model's sizes has one home, in the part it belongs to; configs and
+# other parts call it. Each message below is the rule's own sentence.
+ONE_HOME = {
+    "is not divisible by num_heads": "multihead.py",  # head_width
+    "must divide num_heads": "multihead.py",  # key_value_heads
+    "rotate pairs of dimensions": "modern.py",  # rotary_angles
+    "must be a positive even number": "embedding.py",  # the sinusoid
+    "a stack needs at least one layer": "encoder.py",  # layer_stack
+    "unknown setting(s)": "config.py",  # pydantic's report, rewritten once
+}
+
+
+@pytest.mark.parametrize("message", ONE_HOME)
+def test_each_rule_about_the_model_is_stated_in_one_place(message):
+    homes = [
+        f"{path.name}:{n}"
+        for path in sorted(PACKAGE.glob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if message in line
+    ]
+    assert len(homes) == 1 and homes[0].startswith(ONE_HOME[message] + ":"), (
+        f"{message!r} is stated at {homes}: one rule, one place ({ONE_HOME[message]})"
+    )

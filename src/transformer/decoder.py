@@ -7,7 +7,7 @@ __all__ = ['DecoderLayer', 'copy_decoder_layer_from_torch', 'Decoder']
 import torch
 from torch import Tensor, nn
 
-from .encoder import PAPER, Parts
+from .encoder import PAPER, Parts, layer_stack
 from .multihead import KVCache, copy_weights_from_torch
 
 # %% ../../notebooks/07_decoder.ipynb #d98b8651
@@ -116,13 +116,9 @@ class Decoder(nn.Module):
         parts: Parts = PAPER,
     ):
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(
-                f"num_layers={num_layers}: a decoder needs at least one layer"
-            )
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, parts)
-            for _ in range(num_layers)
+        self.layers = layer_stack(  # chapter 06's, with its rule: at least one layer
+            lambda: DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, parts),
+            num_layers,
         )
         self.norm = parts.norm(d_model) if norm_first else nn.Identity()
 

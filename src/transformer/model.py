@@ -12,10 +12,10 @@ import torch
 from torch import Tensor, nn
 
 from .decoder import Decoder
-from .embedding import TokenEmbedding
+from .embedding import TokenEmbedding, sinusoidal_positional_encoding
 from .encoder import PAPER, Encoder, Parts
 from .masking import causal_mask, padding_mask
-from .multihead import KVCache
+from .multihead import KVCache, head_width
 
 # %% ../../notebooks/08_transformer.ipynb #c56f4926
 @dataclass
@@ -56,16 +56,10 @@ class TransformerConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
-        if self.d_model % self.num_heads:
-            raise ValueError(
-                f"d_model={self.d_model} must be divisible by "
-                f"num_heads={self.num_heads}"
-            )
-        if self.d_model % 2:
-            raise ValueError(
-                f"d_model={self.d_model} is odd: "
-                "the sinusoidal positional encoding needs an even width"
-            )
+        # the parts' own rules, asked before anything is built: h divides D
+        # (chapter 03), an even D for the sinusoid (chapter 05; an empty table)
+        head_width(self.d_model, self.num_heads)
+        sinusoidal_positional_encoding(0, self.d_model)
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
