@@ -427,7 +427,9 @@ def _run_model(
     if state is not None:
         _restore_training_state(optimizer, scheduler, state, previous, info, device)
     net = _wrap_model(model, config, info, device)
-    if device.type == "cuda":
+    if device.type == "cuda" and config.precision != "fp32":
+        # TF32 products for what autocast leaves in float32; precision = "fp32"
+        # asks for full float32 products, and gets them
         torch.backends.cuda.matmul.allow_tf32 = True
     return model, net, optimizer, scheduler
 
