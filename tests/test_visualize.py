@@ -168,16 +168,51 @@ def test_attention_maps_uses_a_given_translation_and_refuses_empty_input(shipped
         attention_maps(shipped, "   ")
 
 
+def _maps_and_colour_bars(fig):
+    """The figure's heatmap axes and its colour-bar axes."""
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    return [ax for ax in fig.axes if ax not in bars], bars
+
+
 def test_plot_attention_draws_one_map_or_the_whole_grid(shipped):
     import matplotlib.pyplot as plt
 
     maps = attention_maps(shipped, "Ein Hund.", "A dog.")
-    grid = plot_attention(maps, "cross")
-    assert len(grid.axes) == 3 * 4
-    one = plot_attention(maps, "decoder", 2, 1)
-    assert len(one.axes) == 1 and one.axes[0].get_title() == "layer 2, head 1"
-    assert [t.get_text() for t in one.axes[0].get_xticklabels()] == maps.target
+    grid, _ = _maps_and_colour_bars(plot_attention(maps, "cross"))
+    assert len(grid) == 3 * 4
+    one, _ = _maps_and_colour_bars(plot_attention(maps, "decoder", 2, 1))
+    assert len(one) == 1 and one[0].get_title() == "layer 2, head 1"
+    assert [t.get_text() for t in one[0].get_xticklabels()] == maps.target
     plt.close("all")
+
+
+def test_plot_attention_names_the_query_and_key_axes_and_has_a_colour_bar(shipped):
+    import matplotlib.pyplot as plt
+
+    maps = attention_maps(shipped, "Ein Hund.", "A dog.")
+    for kind, query, key in (
+        ("encoder", "source", "source"),
+        ("decoder", "decoder input", "decoder input"),
+        ("cross", "decoder input", "source"),
+    ):
+        for fig in (plot_attention(maps, kind), plot_attention(maps, kind, 1, 2)):
+            heatmaps, bars = _maps_and_colour_bars(fig)
+            assert len(bars) == 1 and bars[0].get_ylabel() == "attention weight"
+            assert bars[0].get_ylim() == (0.0, 1.0)  # one scale for every map
+            (y,) = {ax.get_ylabel() for ax in heatmaps} - {""}  # one name per axis
+            (x,) = {ax.get_xlabel() for ax in heatmaps} - {""}
+            assert y.startswith("query") and query in y
+            assert x.startswith("key") and key in x
+            # in a grid, the left column names the query axis, the bottom row the key axis
+            assert all(
+                bool(ax.get_ylabel()) == ax.get_subplotspec().is_first_col()
+                for ax in heatmaps
+            )
+            assert all(
+                bool(ax.get_xlabel()) == ax.get_subplotspec().is_last_row()
+                for ax in heatmaps
+            )
+            plt.close(fig)
 
 
 def test_explorer_links_every_control_to_its_stacks_in_the_browser(shipped):
@@ -225,6 +260,9 @@ def test_the_stored_head_ablation_table_covers_every_head():
     heads = {(r["kind"], r["layer"], r["head"]) for r in table["heads"]}
     assert heads == {(k, i, j) for k in KINDS for i in range(3) for j in range(4)}
     assert table["sentences"] == 1000 and 0 < table["baseline"]["bleu"] < 100
+    # every row carries its paired test against the baseline, uncorrected, for chapter 14
+    assert all(0 < r["p_value"] <= 1 for r in table["heads"])
+    assert table["resamples"] >= 1000
 
 
 def test_the_explorer_shows_markup_in_a_sentence_as_text(tiny_run, monkeypatch):

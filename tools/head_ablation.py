@@ -5,12 +5,16 @@
 
 Writes `<model>/analysis/head_ablation.json`: the baseline BLEU (every head on) and, for each of the
 3 x N x h heads (encoder self-attention, decoder self-attention, cross-attention), the BLEU of the
-whole split and of its first 100 sentences with that head zeroed (`transformer.visualize.zeroed_head`).
+whole split and of its first 100 sentences with that head zeroed (`transformer.visualize.zeroed_head`),
+and the p-value of a paired bootstrap test of the whole split's translations against the baseline's
+on the same sentences (`transformer.evaluation.paired_bleu_test`, sacreBLEU's, seeded, 10,000
+resamples). The p-values are not corrected for the 3 x N x h comparisons: chapter 14 does that (Holm).
 Chapter 14 loads the table and recomputes some of its first-100 numbers live. Greedy decoding, one
-thread: about 36 x 5 s for the shipped de-en model.
+thread: about 37 x 20 s for the shipped de-en model, plus a few minutes for the tests.
 """
 
 import argparse
+import contextlib
 import json
 import time
 
@@ -18,11 +22,13 @@ import torch
 
 from transformer.shipped import load_translator
 from transformer.corpora import split_pairs_for
-from transformer.evaluation import group_references
+from transformer.decoding import translate
+from transformer.evaluation import corpus_bleu, group_references, paired_bleu_test
 from transformer.files import atomic_write_bytes
-from transformer.visualize import KINDS, ablation_bleu
+from transformer.visualize import KINDS, ablation_bleu, zeroed_head
 
 FIRST = 100  # the subset the chapter re-checks live
+RESAMPLES = 10_000  # bootstrap test sets per paired test: p-values in steps of 1/10001
 
 
 def main() -> None:
@@ -35,17 +41,24 @@ def main() -> None:
     sources, references = group_references(
         split_pairs_for(ckpt.train_config.data, args.split)
     )
-    references = (
-        [r[0] for r in references]
-        if all(len(r) == 1 for r in references)
-        else references
-    )
+    if not all(len(r) == 1 for r in references):
+        raise SystemExit(
+            f"{args.split} has several references for some sentences: the paired "
+            "test here takes one reference per sentence"
+        )
+    references = [r[0] for r in references]
 
-    def scores(kind=None, layer=0, head=0) -> dict:
+    def translations(kind=None, layer=0, head=0) -> list[str]:
+        """The greedy translations of the whole split with one head zeroed (none when
+        kind is None), as `ablation_bleu` scores them."""
+        with contextlib.ExitStack() as stack:
+            if kind is not None:
+                stack.enter_context(zeroed_head(ckpt.model, kind, layer, head))
+            return translate(ckpt, sources, beam_size=1)
+
+    def scores(hypotheses, kind=None, layer=0, head=0) -> dict:
         return {
-            "bleu": round(
-                ablation_bleu(ckpt, sources, references, kind, layer, head), 2
-            ),
+            "bleu": round(corpus_bleu(hypotheses, references).score, 2),
             "bleu_first_100": round(
                 ablation_bleu(
                     ckpt, sources[:FIRST], references[:FIRST], kind, layer, head
@@ -55,15 +68,23 @@ def main() -> None:
         }
 
     start = time.perf_counter()
+    baseline = translations()
     report = {
         "model": args.model,
         "split": args.split,
         "sentences": len(sources),
         "decoding": "greedy (beam 1)",
         "what": "corpus BLEU (sacreBLEU 13a) with one attention head's output zeroed before W^O",
-        "baseline": scores(),
+        "test": (
+            f"paired bootstrap (sacreBLEU, {RESAMPLES} resamples, seeded) of each row's "
+            "translations against the baseline's on the same sentences; p_value is "
+            "uncorrected for the number of heads"
+        ),
+        "resamples": RESAMPLES,
+        "baseline": scores(baseline),
         "heads": [],
     }
+    systems = {"baseline": baseline}
     config = ckpt.model.config
     for kind in KINDS:
         layers = (
@@ -73,14 +94,22 @@ def main() -> None:
         )
         for layer in range(layers):
             for head in range(config.num_heads):
+                hypotheses = translations(kind, layer, head)
+                systems[f"{kind} {layer} {head}"] = hypotheses
                 row = {
                     "kind": kind,
                     "layer": layer,
                     "head": head,
-                    **scores(kind, layer, head),
+                    **scores(hypotheses, kind, layer, head),
                 }
                 report["heads"].append(row)
                 print(row, flush=True)
+    tested = time.perf_counter()
+    comparisons = paired_bleu_test(systems, references, resamples=RESAMPLES)
+    for row, comparison in zip(report["heads"], comparisons[1:]):
+        row["p_value"] = round(comparison.p_value, 5)
+        print(row["kind"], row["layer"], row["head"], "p =", row["p_value"], flush=True)
+    print(f"paired tests: {time.perf_counter() - tested:.0f} s")
     report["seconds"] = round(time.perf_counter() - start)
     out = ckpt.path / "analysis" / "head_ablation.json"
     out.parent.mkdir(exist_ok=True)

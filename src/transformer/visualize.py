@@ -148,6 +148,13 @@ def attention_maps(
     )
 
 # %% ../../notebooks/14_seeing_attention.ipynb #4730378d
+_AXIS_NAMES = {
+    "encoder": ("query: source piece", "key: source piece"),
+    "decoder": ("query: decoder input", "key: decoder input"),
+    "cross": ("query: decoder input", "key: source piece"),
+}
+
+
 def plot_attention(
     maps: AttentionMaps,
     kind: str,
@@ -161,8 +168,8 @@ def plot_attention(
     """Heatmaps of one kind of attention: one (layer, head), or the grid of all N x h
     maps when both are None.
 
-    Rows are queries, columns keys, both labelled with pieces; darker means more
-    weight. Returns the Figure.
+    Rows are queries (y axis), columns keys (x axis), both labelled with pieces; one
+    colour bar, from 0 to 1, gives the attention weight. Returns the Figure.
     """
     import matplotlib.pyplot as plt
 
@@ -177,17 +184,25 @@ def plot_attention(
     rows, cols = (N, h) if len(grid) > 1 else (1, 1)
     size = (1.2 + cell * len(keys), 1.0 + cell * len(queries))
     if fig is None:
-        fig = plt.figure(figsize=(size[0] * cols, size[1] * rows))
+        fig = plt.figure(figsize=(size[0] * cols + 1.0, size[1] * rows + 0.4))
+    fig.set_layout_engine("constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
+    query_name, key_name = _AXIS_NAMES[kind]
     for ax, (i, j) in zip(axes.flat, grid):
-        ax.imshow(
+        image = ax.imshow(
             weights[i, j].numpy(), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto"
         )
         ax.set_title(f"layer {i}, head {j}", fontsize=fontsize + 1)
         ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=fontsize)
         ax.set_yticks(range(len(queries)), queries, fontsize=fontsize)
+        if ax.get_subplotspec().is_last_row():  # key axis named under the bottom row
+            ax.set_xlabel(key_name, fontsize=fontsize + 1)
+        if ax.get_subplotspec().is_first_col():  # query axis named left of column 0
+            ax.set_ylabel(query_name, fontsize=fontsize + 1)
+    bar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, aspect=30)
+    bar.set_label("attention weight", fontsize=fontsize + 1)
+    bar.ax.tick_params(labelsize=fontsize)
     fig.suptitle(KIND_NAMES[kind], fontsize=fontsize + 3)
-    fig.tight_layout()
     return fig
 
 # %% ../../notebooks/14_seeing_attention.ipynb #86985c37
