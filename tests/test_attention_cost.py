@@ -78,9 +78,89 @@ def test_tiled_attention_never_allocates_the_score_matrix():
         lambda: tiled_attention(Q, K, V, mask, block=block)
     )
     assert explicit == 2 * S * S * 4  # (B, h, S, S) float32: the scores
-    assert tiled == 2 * S * block * 4, (
-        function
-    )  # (B, h, S, block): one slice of them at a time
+    # (B, h, S, D_h): the output is the largest; a tile of scores is (B, h, block, block)
+    assert tiled == 2 * S * 32 * 4, function
+    causal_tiles, _ = largest_result(
+        lambda: tiled_attention(Q, K, V, block=block, causal=True)
+    )
+    assert causal_tiles == 2 * S * 32 * 4
+
+
+def _grad_inputs(seed, T=9, S=13, D=4):
+    gen = torch.Generator().manual_seed(seed)
+    Q = torch.randn(2, 2, T, D, dtype=torch.float64, generator=gen, requires_grad=True)
+    K, V = (
+        torch.randn(2, 2, S, D, dtype=torch.float64, generator=gen, requires_grad=True)
+        for _ in range(2)
+    )
+    src = torch.randint(3, 9, (2, S), generator=gen)
+    src[0, S - 5 :] = 0
+    pad = padding_mask(src, 0)  # (2, 1, 1, S)
+    empty = pad.expand(2, 2, T, S).clone()
+    empty[1, 0, 3] = False  # a query that may attend to nothing
+    return Q, K, V, pad, empty
+
+
+@pytest.mark.parametrize("block", [1, 4, 13])
+@pytest.mark.parametrize("case", ["none", "padding", "causal", "empty", "empty+causal"])
+def test_tiled_attention_gradcheck_in_float64(case, block):
+    Q, K, V, pad, empty = _grad_inputs(block)
+    mask = {"padding": pad, "empty": empty, "empty+causal": empty}.get(case)
+    causal = "causal" in case
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: tiled_attention(q, k, v, mask, block=block, causal=causal),
+        (Q, K, V),
+    )
+
+
+@pytest.mark.parametrize("block", [1, 3, 4, 16])
+@pytest.mark.parametrize("T, S", [(9, 13), (13, 13)])
+def test_causal_tiles_equal_the_dense_causal_mask_outputs_and_gradients(block, T, S):
+    Q, K, V, _, empty = _grad_inputs(block, T=T, S=S)
+    dense = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+    tiled = tiled_attention(Q, K, V, empty, block=block, causal=True)
+    explicit = attention(Q, K, V, empty & dense)[0]
+    dO = torch.randn(explicit.shape, dtype=torch.float64)
+    for a, b in zip(
+        (tiled, *torch.autograd.grad(tiled, (Q, K, V), dO)),
+        (explicit, *torch.autograd.grad(explicit, (Q, K, V), dO)),
+    ):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+def test_an_empty_row_gets_zero_output_and_zero_gradients():
+    Q, K, V, _, empty = _grad_inputs(0)
+    out = tiled_attention(Q, K, V, empty, block=4)
+    out.sum().backward()
+    assert out[1, 0, 3].abs().max() == 0
+    assert Q.grad[1, 0, 3].abs().max() == 0
+    assert torch.isfinite(K.grad).all() and torch.isfinite(V.grad).all()
+
+
+def test_gradients_of_inputs_broadcast_over_the_batch():
+    gen = torch.Generator().manual_seed(1)
+    Q = torch.randn(3, 2, 5, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    K, V = (
+        torch.randn(1, 2, 7, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+        for _ in range(2)
+    )
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: tiled_attention(q, k, v, block=3, causal=True), (Q, K, V)
+    )
+
+
+def test_the_forward_pass_saves_no_score_sized_tensor():
+    S, block = 256, 32
+    Q, K, V = (t.requires_grad_() for t in torch.randn(3, 1, 2, S, 16).unbind(0))
+    sizes = []
+
+    def pack(t):
+        sizes.append(t.nbytes)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        tiled_attention(Q, K, V, block=block, causal=True)
+    assert max(sizes) == 2 * S * 16 * 4  # Q, K, V or O: never (S, S) nor (S, block)
 
 
 @pytest.mark.parametrize("kv_heads", [0, 2, 1])

@@ -55,3 +55,21 @@ def test_the_check_catches_what_it_is_for():
         "see the pull request",
     ):
         assert WORKFLOW.search(sentence)
+
+
+EXERCISE_LABEL = re.compile(r":label: (ex\S*)")
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(ROOT.glob("notebooks/[0-9][0-9]_*.ipynb")),
+    ids=lambda p: p.name,
+)
+def test_exercise_labels_name_their_chapter(path):
+    """A chapter's exercises are labelled ex-NN-*, NN its number, so that a label says
+    where the exercise is and two chapters cannot collide."""
+    labels = EXERCISE_LABEL.findall(page_text(path))
+    wrong = [label for label in labels if not label.startswith(f"ex-{path.name[:2]}-")]
+    assert not wrong, (
+        f"{path.name}: labels {wrong} should start with ex-{path.name[:2]}-"
+    )

@@ -2,6 +2,8 @@
 
     python tools/attention_cost.py                 # writes notebooks/results/17_attention_cost.json
     python tools/attention_cost.py --lengths 128 1024 --repeats 1   # a quick look, printed only
+    python tools/attention_cost.py --training      # forward + backward with autograd, one causal head,
+                                                   # S = 256 .. 8192: adds "training_rows" to the JSON
 
 Three ways to compute softmax(Q K^T / sqrt(D_h)) V for one sentence of S tokens attending to itself with the
 shipped models' heads (h = 4, D_h = 64, float32, causal mask): chapter 02's explicit `attention` (forms the
@@ -39,6 +41,40 @@ def _status_bytes(field: str) -> int:
         return int(re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
 
 
+TRAIN_LENGTHS = [256, 512, 1024, 2048, 4096, 8192]
+TRAIN_HEADS = 1
+
+
+def _train_call(method: str, S: int):
+    """A function running `method` forward and backward once (autograd on) on fresh inputs of length S:
+    one head, causal, the gradient of the output taken against a fixed random dO."""
+    import torch
+    import torch.nn.functional as F
+
+    from transformer.attention import attention
+    from transformer.attention_cost import tiled_attention
+    from transformer.masking import causal_mask
+
+    torch.manual_seed(0)
+    Q, K, V, dO = torch.randn(4, 1, TRAIN_HEADS, S, D_HEAD).unbind(0)
+    for t in (Q, K, V):
+        t.requires_grad_(True)
+    mask = (
+        causal_mask(S) if method == "explicit" else None
+    )  # the explicit path needs it
+    forward = {
+        "explicit": lambda: attention(Q, K, V, mask)[0],
+        "fused": lambda: F.scaled_dot_product_attention(Q, K, V, is_causal=True),
+        "tiled": lambda: tiled_attention(Q, K, V, block=BLOCK, causal=True),
+    }[method]
+
+    def run():
+        Q.grad = K.grad = V.grad = None
+        forward().backward(dO)
+
+    return run
+
+
 def _call(method: str, S: int):
     """A function running `method` once on fresh inputs of length S (built outside what is measured)."""
     import torch
@@ -59,7 +95,7 @@ def _call(method: str, S: int):
     return runs[method]
 
 
-def measure_memory(method: str, S: int) -> int:
+def measure_memory(method: str, S: int, training: bool = False) -> int:
     """Child process: bytes the call needs above its inputs (peak resident set minus resident set before).
 
     One call at S = 64 first loads whatever the method's kernels load on first use; then the peak counter is
@@ -68,9 +104,10 @@ def measure_memory(method: str, S: int) -> int:
     import torch
 
     torch.set_num_threads(1)
-    with torch.no_grad():
-        _call(method, 64)()
-        run = _call(method, S)
+    make = _train_call if training else _call
+    with torch.set_grad_enabled(training):
+        make(method, 64)()
+        run = make(method, S)
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # the peak resident set starts again from the resident set now
         before = _status_bytes("VmRSS")
@@ -78,13 +115,13 @@ def measure_memory(method: str, S: int) -> int:
         return max(0, _status_bytes("VmHWM") - before)
 
 
-def measure_time(method: str, S: int, repeats: int) -> float:
+def measure_time(method: str, S: int, repeats: int, training: bool = False) -> float:
     """Seconds of the fastest of `repeats` calls, after one warm-up call."""
     import torch
 
-    run = _call(method, S)
+    run = (_train_call if training else _call)(method, S)
     best = float("inf")
-    with torch.no_grad():
+    with torch.set_grad_enabled(training):
         run()
         for _ in range(repeats):
             start = time.perf_counter()
@@ -99,11 +136,19 @@ def main() -> None:
     )
     parser.add_argument("--lengths", type=int, nargs="*", default=LENGTHS)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--training",
+        action="store_true",
+        help="forward + backward with autograd, one head, S = 256 .. 8192: adds 'training_rows' to the JSON",
+    )
+    parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
-        print(measure_memory(args.memory_child[0], int(args.memory_child[1])))
+        method, S, training = args.memory_child
+        print(measure_memory(method, int(S), training == "1"))
         return
+    if args.training:
+        return main_training(args.repeats)
     import torch
 
     from transformer.train import cpu_name
@@ -115,7 +160,7 @@ def main() -> None:
     for S in args.lengths:
         for method in METHODS:
             child = subprocess.run(
-                [sys.executable, __file__, "--memory-child", method, str(S)],
+                [sys.executable, __file__, "--memory-child", method, str(S), "0"],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -144,9 +189,61 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"),
             "rows": rows,
         }
+        if OUT.exists():  # keep the forward + backward rows of `--training`
+            kept = json.loads(OUT.read_text(encoding="utf-8"))
+            result.update(
+                {k: kept[k] for k in ("training", "training_rows") if k in kept}
+            )
         OUT.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(OUT, (json.dumps(result, indent=1) + "\n").encode("utf-8"))
         print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+def main_training(repeats: int) -> None:
+    """Forward + backward of one causal head (autograd on): peak memory in a fresh child process and the
+    best of `repeats` timed calls (one call from S = 4,096 on, to keep the run short). The rows are added to
+    the JSON as 'training_rows'; the inference rows are kept."""
+    import torch
+
+    from transformer.files import atomic_write_bytes
+
+    torch.set_num_threads(1)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    rows = []
+    for S in TRAIN_LENGTHS:
+        for method in METHODS:
+            child = subprocess.run(
+                [sys.executable, __file__, "--memory-child", method, str(S), "1"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            row = {
+                "method": method,
+                "length": S,
+                "seconds": measure_time(
+                    method, S, repeats if S < 4096 else 1, training=True
+                ),
+                "peak_bytes": int(child.stdout.strip().splitlines()[-1]),
+            }
+            rows.append(row)
+            print(
+                f"train S={S:5d} {method:8s} {row['seconds'] * 1e3:9.1f} ms {row['peak_bytes'] / 2**20:9.1f} MiB",
+                flush=True,
+            )
+    result = json.loads(OUT.read_text(encoding="utf-8"))
+    result["training"] = {
+        "heads": TRAIN_HEADS,
+        "d_head": D_HEAD,
+        "block": BLOCK,
+        "repeats": repeats,
+        "memory": "peak resident set (VmHWM) above the resident set before the call, fresh child process",
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    result["training_rows"] = rows
+    atomic_write_bytes(OUT, (json.dumps(result, indent=1) + "\n").encode("utf-8"))
+    print(f"wrote {OUT.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -93,9 +93,9 @@ class DecoderSteps:
     (chapter 03) when `use_cache`.
 
     `step(ys)` turns the prefixes ys (B, t) into the log-probabilities of their next
-    token (B, V). Without the cache it decodes all t positions again at every step (the
-    slow reference); with it only the newest token goes through the decoder, at position
-    t - 1, and reads the earlier positions' keys and values.
+    token (B, |V|). Without the cache it decodes all t positions again at every step
+    (the slow reference); with it only the newest token goes through the decoder, at
+    position t - 1, and reads the earlier positions' keys and values.
     """
 
     def __init__(
@@ -111,12 +111,12 @@ class DecoderSteps:
 
     def step(self, ys: Tensor) -> Tensor:
         """ys (B, t): BOS and the tokens so far -> log-probabilities
-        of the next token (B, V)."""
+        of the next token (B, |V|)."""
         m = self.model
         if self.cache is None:
             # (B, t, D): all t positions again
             h = m.decode(ys, self.memory, self.src_mask, m.make_tgt_mask(ys))
-            # (B, V): only the last position is used
+            # (B, |V|): only the last position is used
             return _log_probs(m.generator(h[:, -1]))
         if ys.shape[1] != self.cache.length + 1:
             raise ValueError(
@@ -125,7 +125,7 @@ class DecoderSteps:
             )
         # (B, 1, D): the new token
         h = m.decode(ys[:, -1:], self.memory, self.src_mask, None, cache=self.cache)
-        return _log_probs(m.generator(h[:, 0]))  # (B, V)
+        return _log_probs(m.generator(h[:, 0]))  # (B, |V|)
 
     def select(self, rows: Tensor, same_sources: bool = False) -> None:
         """Keep (and reorder) batch rows `rows` (R,): drop finished
@@ -142,7 +142,7 @@ class DecoderSteps:
 
 
 def _log_probs(logits: Tensor) -> Tensor:
-    """Logits (B, V) -> log-probabilities, in float32 at least (bf16 logits
+    """Logits (B, |V|) -> log-probabilities, in float32 at least (bf16 logits
     are lifted, float64 kept)."""
     return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1)
 
@@ -178,13 +178,14 @@ def _check_src(model: Transformer, src: Tensor) -> None:
         raise InputError(
             f"src must be a (B, S) tensor of token ids (int64), got {shown}{hint}"
         )
-    V = model.config.src_vocab_size
+    vocab_size = model.config.src_vocab_size
     lo, hi = (int(src.min()), int(src.max())) if src.numel() else (0, 0)
-    if not 0 <= lo <= hi < V:
+    if not 0 <= lo <= hi < vocab_size:
         bad = lo if lo < 0 else hi
         raise InputError(
             f"src holds token id {bad}, outside the source vocabulary (ids 0 to "
-            f"{V - 1}): encode the sentences with the model's own source tokenizer"
+            f"{vocab_size - 1}): encode the sentences with the model's own source "
+            "tokenizer"
         )
     if src.shape[1] > model.config.max_len:
         raise InputError(
@@ -295,7 +296,7 @@ def beam_search(
     sentences = list(range(src.shape[0]))  # the sentence of each live group of k rows
     finished: list[list[Hypothesis]] = [[] for _ in sentences]
     while sentences:
-        logp = state.step(ys).view(len(sentences), k, -1)  # (b, k, V)
+        logp = state.step(ys).view(len(sentences), k, -1)  # (b, k, |V|)
         done, rows, tokens, next_lp = _next_beams(
             _ranked(logp, beam_lp),
             sentences,
@@ -364,10 +365,10 @@ def _open_beams(
 
 def _ranked(logp: Tensor, beam_lp: Tensor) -> Iterable[tuple[list, list, list]]:
     """Each sentence's 2k best continuations of its beams: log P, beam, token lists."""
-    b, k, V = logp.shape  # logp: (b, k, V), beam_lp: (b, k)
-    scores = beam_lp.to(logp.dtype)[:, :, None] + logp  # (b, k, V)
-    top_lp, top = scores.view(b, k * V).topk(2 * k, dim=-1)  # (b, 2k) each
-    return zip(top_lp.tolist(), (top // V).tolist(), (top % V).tolist())
+    b, k, vocab = logp.shape  # logp: (b, k, |V|), beam_lp: (b, k)
+    scores = beam_lp.to(logp.dtype)[:, :, None] + logp  # (b, k, |V|)
+    top_lp, top = scores.view(b, k * vocab).topk(2 * k, dim=-1)  # (b, 2k) each
+    return zip(top_lp.tolist(), (top // vocab).tolist(), (top % vocab).tolist())
 
 
 def _next_beams(
@@ -428,7 +429,7 @@ def check_decoding(beam_size: int, alpha: float, vocab_size: int) -> None:
 
 def _beam_bytes(model: Transformer, B: int, S: int, k: int, steps: int) -> int:
     """About the most memory beam search holds: per row (B * k of them) the next-token
-    scores and their sums (3 x V floats) and the keys and values of every decoder layer
+    scores and their sums (3 x |V| floats) and the keys and values of every decoder layer
     (self-attention up to `steps` positions, cross-attention over S), twice: reordering
     the rows for the beams copies the cache while the old one is alive. In float32; the
     model's own activations are not counted, so passing is no guarantee."""
