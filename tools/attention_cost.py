@@ -130,6 +130,31 @@ def measure_time(method: str, S: int, repeats: int, training: bool = False) -> f
     return best
 
 
+def measured_row(method: str, S: int, repeats: int, training: bool) -> dict:
+    """One method at one length: peak memory in a fresh child process (one thread),
+    and the best of `repeats` timed calls in this one."""
+    child = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--memory-child",
+            method,
+            str(S),
+            str(int(training)),
+        ],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {
+        "method": method,
+        "length": S,
+        "seconds": measure_time(method, S, repeats, training=training),
+        "peak_bytes": int(child.stdout.strip().splitlines()[-1]),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -155,23 +180,10 @@ def main() -> None:
     from transformer.files import atomic_write_bytes
 
     torch.set_num_threads(1)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     rows = []
     for S in args.lengths:
         for method in METHODS:
-            child = subprocess.run(
-                [sys.executable, __file__, "--memory-child", method, str(S), "0"],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            row = {
-                "method": method,
-                "length": S,
-                "seconds": measure_time(method, S, args.repeats),
-                "peak_bytes": int(child.stdout.strip().splitlines()[-1]),
-            }
+            row = measured_row(method, S, args.repeats, training=False)
             rows.append(row)
             print(
                 f"S={S:5d} {method:8s} {row['seconds'] * 1e3:9.1f} ms {row['peak_bytes'] / 2**20:9.1f} MiB",
@@ -208,25 +220,15 @@ def main_training(repeats: int) -> None:
     from transformer.files import atomic_write_bytes
 
     torch.set_num_threads(1)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     rows = []
     for S in TRAIN_LENGTHS:
         for method in METHODS:
-            child = subprocess.run(
-                [sys.executable, __file__, "--memory-child", method, str(S), "1"],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
+            row = measured_row(
+                method,
+                S,
+                repeats if S < 4096 else 1,
+                training=True,
             )
-            row = {
-                "method": method,
-                "length": S,
-                "seconds": measure_time(
-                    method, S, repeats if S < 4096 else 1, training=True
-                ),
-                "peak_bytes": int(child.stdout.strip().splitlines()[-1]),
-            }
             rows.append(row)
             print(
                 f"train S={S:5d} {method:8s} {row['seconds'] * 1e3:9.1f} ms {row['peak_bytes'] / 2**20:9.1f} MiB",
