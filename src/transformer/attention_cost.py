@@ -36,9 +36,8 @@ def _block_scores(Q, K, mask, q0, q1, k0, k1, offset, diagonal):
     scores = scores / math.sqrt(Q.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask[..., q0:q1, k0:k1], -math.inf)
-    if (
-        diagonal
-    ):  # causal, from the indices: key j is hidden from query i if j > i + offset
+    # causal, from the indices: key j is hidden from query i if j > i + offset
+    if diagonal:
         i = torch.arange(q0, q1, device=Q.device)[:, None]
         j = torch.arange(k0, k1, device=Q.device)[None, :]
         scores = scores.masked_fill(j > i + offset, -math.inf)
@@ -70,13 +69,9 @@ def _tiled_forward(Q, K, V, mask, block, offset):
             l = l * rescale + p.sum(-1, keepdim=True)
             o = o * rescale + p @ V[..., k0:k1, :]
             m = m_new
-        seen = l > 0
-        O[..., q0:q1, :] = torch.where(
-            seen, o / l.clamp_min(torch.finfo(l.dtype).tiny), 0.0
-        )
-        L[..., q0:q1, :] = torch.where(
-            seen, m + torch.log(l.clamp_min(torch.finfo(l.dtype).tiny)), math.inf
-        )
+        seen, l = l > 0, l.clamp_min(torch.finfo(l.dtype).tiny)  # no 0 / 0
+        O[..., q0:q1, :] = torch.where(seen, o / l, 0.0)
+        L[..., q0:q1, :] = torch.where(seen, m + torch.log(l), math.inf)
     return O, L
 
 
