@@ -179,3 +179,8 @@ def test_modern_block_runs_shipped_budget_trains_the_fast_recipe_with_either_blo
     small = tool.BUDGETS["small"]
     assert small.run_name("rms", 2, 1.0) == "rms-s2"  # the folders already shipped
     assert (small.hypotheses / "rms-s2" / "val.hyp").is_file()
+    # float32 where bf16 would crawl: its own folder, and the config says float32
+    in_fp32 = tool.run_config(budget, "baseline", 0, 2.0, tmp_path, "fp32")
+    assert in_fp32.precision == "fp32" and fast.precision == "bf16"
+    assert Path(in_fp32.out_dir).name == "baseline-lr2-s0-fp32"
+    assert in_fp32.optim == swept.optim and in_fp32.model == swept.model

@@ -29,6 +29,10 @@ block (LayerNorm, added sinusoids, ReLU, biases) for "baseline"; seeds 0-2 of ea
 rate. Whether one rate is fair to both blocks: seed 0 of each again at half and at twice the rate
 (LR_SWEEP). Results go to notebooks/results/16_modern_block_shipped.json and the translations to
 notebooks/results/16_modern_block_shipped/<variant>-lr<factor>-s<seed>/val.hyp.
+
+bf16 autocast needs a CPU with bf16 matrix instructions (AVX512-BF16 or AMX); training refuses it elsewhere.
+On such a machine, --precision fp32 runs in float32 instead: the run's name gets "-fp32" and its result says
+so, and a run of one precision is never taken for a run of the other.
 """
 
 import argparse
@@ -96,10 +100,14 @@ class Budget:
     out: Path  # the JSON the chapter reads
     hypotheses: Path  # <run name>/val.hyp
 
-    def run_name(self, variant: str, seed: int, lr_scale: float) -> str:
+    def run_name(
+        self, variant: str, seed: int, lr_scale: float, precision: str | None = None
+    ) -> str:
+        """`precision`: None for the budget's own, else a suffix (\"-fp32\")."""
+        suffix = f"-{precision}" if precision else ""
         if self.name == "small":
-            return f"{variant}-s{seed}"
-        return f"{variant}-lr{lr_scale:g}-s{seed}"
+            return f"{variant}-s{seed}{suffix}"
+        return f"{variant}-lr{lr_scale:g}-s{seed}{suffix}"
 
 
 BUDGETS = {
@@ -131,12 +139,20 @@ def block_settings(budget: Budget, variant: str) -> dict:
     return {} if budget.name == "shipped" else VARIANTS[variant]
 
 
-def run_config(budget: Budget, variant: str, seed: int, lr_scale: float, out_dir: Path):
-    """The TrainConfig of one run of a budget."""
+def run_config(
+    budget: Budget,
+    variant: str,
+    seed: int,
+    lr_scale: float,
+    out_dir: Path,
+    precision: str | None = None,
+):
+    """The TrainConfig of one run of a budget (`precision`: None keeps the budget's)."""
     from transformer.config import TrainConfig
 
+    name = budget.run_name(variant, seed, lr_scale, precision)
     common = dict(
-        out_dir=str(out_dir / budget.run_name(variant, seed, lr_scale)),
+        out_dir=str(out_dir / name),
         seed=seed,
         device="cpu",
         progress=False,
@@ -149,16 +165,17 @@ def run_config(budget: Budget, variant: str, seed: int, lr_scale: float, out_dir
         block = block_settings(budget, variant)
         return dataclasses.replace(
             base,
-            name=f"modern-shipped-{budget.run_name(variant, seed, lr_scale)}",
+            name=f"modern-shipped-{name}",
             model=dataclasses.replace(base.model, **block),
             optim=dataclasses.replace(
                 base.optim, lr_factor=base.optim.lr_factor * lr_scale
             ),
             **common,
+            **({"precision": precision} if precision else {}),
         )
     base = TrainConfig.from_toml(ROOT / "configs" / "multi30k-small.toml")
     return TrainConfig(
-        name=f"modern-{variant}-s{seed}",
+        name=f"modern-{name}",
         data=base.data,
         model=dataclasses.replace(base.model, **SHAPE, **VARIANTS[variant]),
         optim=dataclasses.replace(
@@ -169,11 +186,17 @@ def run_config(budget: Budget, variant: str, seed: int, lr_scale: float, out_dir
             schedule="linear",
         ),
         **common,
+        **({"precision": precision} if precision else {}),
     )
 
 
 def one_run(
-    budget: Budget, variant: str, seed: int, lr_scale: float, out_dir: Path
+    budget: Budget,
+    variant: str,
+    seed: int,
+    lr_scale: float,
+    out_dir: Path,
+    precision: str | None = None,
 ) -> dict:
     """Train (or resume) one run and measure it: runs in a child process with one thread."""
     import torch
@@ -184,7 +207,7 @@ def one_run(
     from transformer.train import train
 
     torch.set_num_threads(1)
-    config = run_config(budget, variant, seed, lr_scale, out_dir)
+    config = run_config(budget, variant, seed, lr_scale, out_dir, precision)
     start = time.time()
     train(config, resume=(Path(config.out_dir) / "checkpoints").is_dir())
     epochs = [
@@ -197,7 +220,7 @@ def one_run(
         checkpoint,
         "val",
         beam_size=1,
-        out_dir=budget.hypotheses / budget.run_name(variant, seed, lr_scale),
+        out_dir=budget.hypotheses / budget.run_name(variant, seed, lr_scale, precision),
     )
     bleu = next(s["score"] for s in report["scores"] if s["metric"].startswith("BLEU"))
     model = config.model
@@ -241,26 +264,40 @@ def main() -> None:
         default=2,
         help="runs side by side, one thread each (default 2)",
     )
+    parser.add_argument(
+        "--precision",
+        choices=("fp32",),
+        help="train in float32 instead of the budget's precision (named in the run)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     budget = BUDGETS[args.budget]
     if args.child:  # one run, in its own process; prints its result as JSON
         variant, seed, lr_scale = args.child.split(":")
-        result = one_run(budget, variant, int(seed), float(lr_scale), args.out_dir)
+        result = one_run(
+            budget, variant, int(seed), float(lr_scale), args.out_dir, args.precision
+        )
         print(json.dumps(result))
         return
     out = budget.out
     results = (
         json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {"runs": []}
     )
-    done = {(r["variant"], r["seed"], r.get("lr_scale", 1.0)) for r in results["runs"]}
+
+    own = run_config(budget, "all", 0, 1.0, args.out_dir).precision
+
+    def key(r: dict) -> tuple:  # a run of one precision is not a run of another
+        return r["variant"], r["seed"], r.get("lr_scale", 1.0), r.get("precision", own)
+
+    precision = args.precision or own
+    done = {key(r) for r in results["runs"]}
     if args.only:
         todo = [
             (v, int(s), float(x[0]) if x else 1.0)
             for v, s, *x in (o.split(":") for o in args.only)
         ]
     else:
-        todo = [run for run in budget.runs if run not in done]
+        todo = [run for run in budget.runs if (*run, precision) not in done]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     while todo:
         batch, todo = todo[: args.parallel], todo[args.parallel :]
@@ -275,7 +312,8 @@ def main() -> None:
                     str(args.out_dir),
                     "--child",
                     f"{v}:{s}:{x}",
-                ],
+                ]
+                + (["--precision", args.precision] if args.precision else []),
                 stdout=subprocess.PIPE,
                 text=True,
                 env=env,
@@ -287,20 +325,18 @@ def main() -> None:
             if child.returncode:
                 raise SystemExit(f"run {v}:{s}:{x} failed (exit {child.returncode})")
             result = json.loads(stdout.strip().splitlines()[-1])
-            results["runs"] = [
-                r
-                for r in results["runs"]
-                if (r["variant"], r["seed"], r.get("lr_scale", 1.0)) != (v, s, x)
-            ] + [result]
-            results["machine"] = (
-                f"{cpu_name()}, {os.cpu_count()} cores, one thread per run"
+            result["machine"] = (
+                f"{cpu_name()}, {os.cpu_count()} cores, one thread per run"  # per run: a budget's runs may be spread over machines
             )
+            results["runs"] = [
+                r for r in results["runs"] if key(r) != (v, s, x, precision)
+            ] + [result]
             out.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(
                 out, (json.dumps(results, indent=1) + "\n").encode("utf-8")
             )  # never half a file
             print(
-                f"{budget.run_name(v, s, x)} -> val ppl {result['valid_ppl']}, "
+                f"{budget.run_name(v, s, x, args.precision)} -> val ppl {result['valid_ppl']}, "
                 f"greedy val BLEU {result['val_bleu_greedy']}",
                 flush=True,
             )
