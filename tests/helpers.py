@@ -1,5 +1,6 @@
 """What several test modules need and pytest's fixtures do not fit: a tiny config as a dict and as a TOML file, a
-run's newest checkpoint, a folder's listing, a tool loaded as a module, a model config edited in place."""
+run's newest checkpoint, a folder's listing, a tool loaded as a module, a model config edited in place, and the
+one-layer model config that tests of training and decoding build."""
 
 import importlib.util
 import json
@@ -10,6 +11,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.toml"
 SENTENCE = "Ein Hund läuft."
+
+
+def one_layer_config(vocab_size: int, **changes):
+    """A TransformerConfig of one encoder and one decoder layer, D = 16, 2 heads, no
+    dropout: a model that builds and steps in milliseconds."""
+    from transformer.model import TransformerConfig
+
+    settings = dict(
+        d_model=16,
+        num_heads=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        d_ff=32,
+        dropout=0.0,
+    )
+    return TransformerConfig(vocab_size, vocab_size, **{**settings, **changes})
 
 
 def latest(run: Path) -> Path:

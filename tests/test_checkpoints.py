@@ -125,3 +125,19 @@ def test_a_checkpoint_whose_config_names_only_some_model_settings_loads_and_resu
     assert translate(load_checkpoint(copy), [SENTENCE]) == translate(
         load_checkpoint(tiny_run), [SENTENCE]
     )
+
+
+def test_model_config_json_says_its_format_and_a_later_format_is_refused_in_one_line(
+    modern_folder,
+):
+    path = modern_folder / "model_config.json"
+    written = json.loads(path.read_text())
+    assert written["format"] == 1  # written by save_model_files
+    expected = load_checkpoint(modern_folder).model.config
+    del written["format"]  # as every folder saved before the format was written
+    path.write_text(json.dumps(written))
+    assert load_checkpoint(modern_folder).model.config == expected
+    for version in (2, "1", 0):
+        path.write_text(json.dumps({**written, "format": version}))
+        with pytest.raises(CheckpointError, match="in format .* reads formats 1 to 1"):
+            load_checkpoint(modern_folder)

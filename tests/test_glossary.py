@@ -18,7 +18,9 @@ from transformer.attention import attention
 from transformer.decoding import beam_search, length_penalty
 from transformer.loss import label_smoothed_loss, smoothed_targets
 from transformer.masking import causal_mask
-from transformer.model import Transformer, TransformerConfig
+from transformer.model import Transformer
+
+from helpers import one_layer_config
 from transformer.modern import RMSNorm
 from transformer.schedule import inverse_sqrt_lr
 from transformer.tokenizer import EOS_ID
@@ -174,17 +176,7 @@ def test_glossary_length_penalty_is_the_divisor_beam_search_ranks_by():
                 evaluate(LENGTH_PENALTY, L=L, alpha=alpha), rel=1e-12
             )
     torch.manual_seed(0)
-    config = TransformerConfig(
-        20,
-        20,
-        d_model=16,
-        num_heads=2,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        d_ff=32,
-        dropout=0.0,
-        max_len=32,
-    )
+    config = one_layer_config(20, max_len=32)
     model = Transformer(config).double().eval()
     with torch.no_grad():
         model.generator.bias[EOS_ID] = 3.0  # so that most hypotheses end with EOS

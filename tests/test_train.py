@@ -5,6 +5,7 @@ The runs use `configs/tiny.toml` (a 1+1-layer model on 400 Multi30k pairs: secon
 float32 on the CPU, so "the same" means bitwise the same unless a tolerance is stated.
 """
 
+import copy
 import dataclasses
 import math
 import os
@@ -20,6 +21,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
+from helpers import one_layer_config
+
 import transformer.train as train_module
 from transformer.checkpoints import (
     checkpoint_problem,
@@ -33,7 +36,7 @@ from transformer.corpora import CorpusNotFoundError
 from transformer.errors import ConfigError
 from transformer.data import collate
 from transformer.metrics import read_metrics
-from transformer.model import Transformer, TransformerConfig
+from transformer.model import Transformer
 from transformer.schedule import (
     InverseSqrtSchedule,
 )
@@ -166,6 +169,70 @@ def test_training_state_round_trips_exactly_through_json_and_safetensors(tmp_pat
         and back["best"] == math.inf
     )
     assert torch.equal(back["rng"][0]["cpu"], state["rng"][0]["cpu"])
+
+
+def _small_model():
+    torch.manual_seed(0)
+    return Transformer(one_layer_config(40))
+
+
+def _loss(model):
+    g = torch.Generator().manual_seed(1)
+    src, tgt = (
+        torch.randint(4, 40, (3, 7), generator=g),
+        torch.randint(4, 40, (3, 6), generator=g),
+    )
+    return model(src, tgt).float().pow(2).mean()
+
+
+def test_adamw_decays_the_matrices_only_and_without_decay_steps_as_adam():
+    from transformer.train import parameter_groups
+
+    model = _small_model()
+    decay, rest = parameter_groups(model, 0.1)
+    assert decay["weight_decay"] == 0.1 and rest["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decay["params"]) and rest["params"]
+    assert all(p.dim() == 1 for p in rest["params"])  # biases and norm gains
+    assert len(decay["params"]) + len(rest["params"]) == len(list(model.parameters()))
+    twin = copy.deepcopy(model)
+    adam = torch.optim.Adam(model.parameters(), lr=1e-2, betas=(0.9, 0.98))
+    adamw = torch.optim.AdamW(parameter_groups(twin, 0.0), lr=1e-2, betas=(0.9, 0.98))
+    for _ in range(3):
+        for net, opt in ((model, adam), (twin, adamw)):
+            opt.zero_grad()
+            _loss(net).backward()
+            opt.step()
+    for a, b in zip(model.parameters(), twin.parameters()):
+        assert torch.equal(a, b)
+    # decoupled decay: a weight with a zero gradient still shrinks by lr * wd a step
+    decayed = torch.nn.Parameter(torch.ones(2, 2))
+    decayed.grad = torch.zeros(2, 2)
+    torch.optim.AdamW([decayed], lr=0.1, weight_decay=0.5).step()
+    assert torch.allclose(decayed, torch.full((2, 2), 0.95))
+
+
+def test_an_optimiser_state_saved_in_one_group_resumes_in_the_two_groups(tmp_path):
+    from transformer.train import _in_groups, parameter_groups
+
+    old, new = _small_model(), _small_model()
+    one = torch.optim.Adam(old.parameters(), lr=1.0, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(one, InverseSqrtSchedule(16, 4))
+    for _ in range(2):  # the run before the change: one group
+        one.zero_grad()
+        _loss(old).backward()
+        one.step(), sched.step()
+    save_training_state({"optimizer": one.state_dict()}, tmp_path)
+    saved = load_training_state(tmp_path)["optimizer"]
+    new.load_state_dict(old.state_dict())
+    two = torch.optim.AdamW(parameter_groups(new, 0.0), lr=1.0, betas=(0.9, 0.98))
+    two.load_state_dict(_in_groups(saved, two, new))
+    assert [g["lr"] for g in two.param_groups] == [one.param_groups[0]["lr"]] * 2
+    for net, opt in ((old, one), (new, two)):  # the next step is the same step
+        opt.zero_grad()
+        _loss(net).backward()
+        opt.step()
+    for a, b in zip(old.parameters(), new.parameters()):
+        assert torch.equal(a, b)
 
 
 class Killed(Exception):
@@ -366,17 +433,7 @@ def _free_port() -> int:
 
 def _model_and_batches():
     torch.manual_seed(0)
-    config = TransformerConfig(
-        src_vocab_size=50,
-        tgt_vocab_size=50,
-        d_model=16,
-        num_heads=2,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        d_ff=32,
-        dropout=0.0,
-        max_len=32,
-    )
+    config = one_layer_config(50, max_len=32)
     g = torch.Generator().manual_seed(1)
     pairs = [
         (

@@ -190,7 +190,7 @@ class OptimConfig:
     schedule: Literal["inverse_sqrt", "linear"] = "inverse_sqrt"
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
-    weight_decay: float = 0.0
+    weight_decay: float = 0.0  # AdamW's decoupled decay of the matrices (appendix 95)
     label_smoothing: float = 0.1
     clip_grad_norm: float = 1.0  # 0: no clipping
 

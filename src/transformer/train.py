@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['NonFiniteLossError', 'StepStats', 'autocast', 'train_step', 'validation_metrics', 'load_pairs', 'keep_freed_memory',
-           'cpu_name', 'cpu_has_bf16_matmul', 'TrainResult', 'train']
+           'cpu_name', 'cpu_has_bf16_matmul', 'TrainResult', 'train', 'parameter_groups']
 
 # %% ../../notebooks/95_training_run.ipynb #0b15618b
 import ctypes
@@ -425,7 +425,9 @@ def _run_model(
     model = _build_run_model(config, info, device, src_tok, tgt_tok, previous)
     optimizer, scheduler = _optimizer_and_schedule(config, model, total_steps)
     if state is not None:
-        _restore_training_state(optimizer, scheduler, state, previous, info, device)
+        _restore_training_state(
+            optimizer, scheduler, state, previous, info, device, model
+        )
     net = _wrap_model(model, config, info, device)
     if device.type == "cuda" and config.precision != "fp32":
         # TF32 products for what autocast leaves in float32; precision = "fp32"
@@ -458,15 +460,22 @@ def _build_run_model(
     return model
 
 
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW's two groups: the matrices (projections and embeddings: two or more
+    dimensions) decay towards zero, biases and norm gains (one dimension) do not."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+
+
 def _optimizer_and_schedule(config: TrainConfig, model: nn.Module, total_steps: int):
-    """Adam over the model's weights, and the learning-rate schedule [optim] names."""
+    """AdamW over the model's weights (decoupled decay, matrices only), and the
+    learning-rate schedule [optim] names. With weight_decay = 0 it is Adam."""
     o = config.optim
-    optimizer = torch.optim.Adam(
-        model.parameters(),
-        lr=1.0,
-        betas=o.betas,
-        eps=o.eps,
-        weight_decay=o.weight_decay,
+    optimizer = torch.optim.AdamW(
+        parameter_groups(model, o.weight_decay), lr=1.0, betas=o.betas, eps=o.eps
     )
     if o.schedule == "linear":
         schedule = LinearDecaySchedule(
@@ -479,12 +488,33 @@ def _optimizer_and_schedule(config: TrainConfig, model: nn.Module, total_steps: 
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
+def _in_groups(saved: dict, optimizer, model: nn.Module) -> dict:
+    """An optimiser state saved with one group (runs started before the parameter
+    groups: the model's parameters in order), laid out as `optimizer`'s groups; any
+    other state as it is."""
+    groups = optimizer.param_groups
+    if len(saved.get("param_groups", ())) != 1 or len(groups) == 1:
+        return saved
+    position = {id(p): i for i, p in enumerate(model.parameters())}
+    state, layout, k = {}, [], 0
+    for group in groups:
+        ids = list(range(k, k + len(group["params"])))
+        for i, p in zip(ids, group["params"]):
+            if position[id(p)] in saved["state"]:
+                state[i] = saved["state"][position[id(p)]]
+        settings = {name: v for name, v in group.items() if name != "params"}
+        lr = {name: v for name, v in saved["param_groups"][0].items() if "lr" in name}
+        layout.append({**settings, **lr, "params": ids})  # the schedule's place
+        k += len(ids)
+    return {"state": state, "param_groups": layout}
+
+
 def _restore_training_state(
-    optimizer, scheduler, state: dict, previous: Path, info: DistInfo, device
+    optimizer, scheduler, state: dict, previous: Path, info: DistInfo, device, model
 ) -> None:
     """Restore Adam's moments, the schedule's step and this process's random numbers."""
     try:
-        optimizer.load_state_dict(state["optimizer"])
+        optimizer.load_state_dict(_in_groups(state["optimizer"], optimizer, model))
         scheduler.load_state_dict(state["scheduler"])
         set_rng_state(state["rng"][info.rank], device)
     except (KeyError, ValueError, TypeError, IndexError, RuntimeError) as e:
