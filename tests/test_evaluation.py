@@ -9,6 +9,7 @@ from transformer.evaluation import (
     corpus_bleu,
     corpus_chrf,
     group_references,
+    holm,
     paired_bleu_test,
 )
 from transformer.config import DataConfig
@@ -110,3 +111,31 @@ def test_a_paired_test_refuses_systems_and_references_of_different_lengths():
         paired_bleu_test({"a": ["x"], "b": ["x", "y"]}, ["x", "y"])
     with pytest.raises(InputError, match="two or more systems"):
         paired_bleu_test({"a": ["x"]}, ["x"])
+
+
+def test_holm_adjusts_a_hand_computed_example_by_step_down():
+    # sorted: 0.005 x 4 = 0.02, 0.01 x 3 = 0.03, 0.02 x 2 = 0.04, 0.03 x 1 = 0.03 -> 0.04
+    # (never below the one before); returned in the order given
+    assert holm([0.01, 0.02, 0.03, 0.005]) == pytest.approx([0.03, 0.04, 0.04, 0.02])
+    # capped at 1; one test is left alone; none is nothing
+    assert holm([0.4, 0.5, 0.9]) == pytest.approx([1.0, 1.0, 1.0])
+    assert holm([0.03]) == [0.03] and holm([]) == []
+
+
+def test_holm_is_monotone_in_the_raw_p_values_and_never_below_them():
+    raw = [0.2, 0.001, 0.04, 0.04, 0.6, 0.013, 0.5, 0.0, 1.0, 0.021]
+    adjusted = holm(raw)
+    for a in range(len(raw)):
+        assert raw[a] <= adjusted[a] <= 1.0
+        for b in range(len(raw)):
+            if raw[a] <= raw[b]:
+                assert adjusted[a] <= adjusted[b]
+    # at least as strict as one test, never stricter than Bonferroni
+    assert all(h <= min(1.0, len(raw) * p) for h, p in zip(adjusted, raw))
+
+
+def test_holm_refuses_a_value_that_is_not_a_probability():
+    with pytest.raises(InputError, match="must lie in"):
+        holm([0.1, float("nan")])
+    with pytest.raises(InputError, match="must lie in"):
+        holm([1.5])

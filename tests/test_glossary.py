@@ -16,6 +16,7 @@ import torch
 
 from transformer.attention import attention
 from transformer.decoding import beam_search, length_penalty
+from transformer.evaluation import holm
 from transformer.loss import label_smoothed_loss, smoothed_targets
 from transformer.masking import causal_mask
 from transformer.model import Transformer
@@ -207,3 +208,17 @@ def test_glossary_warm_up_rises_linearly_then_falls_as_the_inverse_square_root()
         assert lr[s - 1] == pytest.approx(s * lr[0], rel=1e-12)
     for s in (warmup, 2 * warmup):
         assert lr[2 * s - 1] == pytest.approx(lr[s - 1] / math.sqrt(2), rel=1e-12)
+
+
+def test_glossary_holm_multiplies_the_kth_smallest_as_the_package_does():
+    text = entry("Holm's correction")
+    assert (
+        "the $k$-th smallest p-value is multiplied by $m - k + 1$, capped at 1" in text
+    )
+    assert "never allowed below the adjusted value before it" in text
+    p = [0.04, 0.001, 0.3, 0.012, 0.02]
+    m, running, by_entry = len(p), 0.0, {}
+    for k, i in enumerate(sorted(range(m), key=p.__getitem__), start=1):
+        running = max(running, min(1.0, (m - k + 1) * p[i]))
+        by_entry[i] = running
+    assert holm(p) == pytest.approx([by_entry[i] for i in range(m)], rel=1e-12)

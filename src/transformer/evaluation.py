@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['Score', 'corpus_bleu', 'corpus_chrf', 'group_references', 'evaluate_pairs', 'evaluate_checkpoint', 'Comparison',
-           'paired_bleu_test']
+           'paired_bleu_test', 'holm']
 
 # %% ../../notebooks/12_evaluation.ipynb #b8fc908f
 import json
@@ -347,3 +347,20 @@ def paired_bleu_test(
         Comparison(name, r.score, r.ci, r.p_value)
         for name, r in zip(systems, scores["BLEU"])
     ]
+
+# %% ../../notebooks/12_evaluation.ipynb #holm-code
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: the k-th smallest of m
+    becomes (m - k + 1) x p, capped at 1 and never below the adjusted one before it.
+
+    Compare each with the level (0.05): the chance of any false finding among the m
+    tests then stays below it, whatever their dependence (Holm, 1979).
+    """
+    p = list(p_values)
+    if not all(0.0 <= x <= 1.0 for x in p):  # also refuses NaN
+        raise InputError(f"p-values must lie in [0, 1], got {p}")
+    m, running, adjusted = len(p), 0.0, [0.0] * len(p)
+    for k, i in enumerate(sorted(range(m), key=p.__getitem__)):  # k = 0 .. m - 1
+        running = max(running, min(1.0, (m - k) * p[i]))
+        adjusted[i] = running
+    return adjusted
