@@ -245,7 +245,7 @@ def one_run(
 
 
 def main() -> None:
-    from transformer.train import cpu_name
+    from transformer.train import cpu_has_bf16_matmul, cpu_name
     from transformer.files import atomic_write_bytes
 
     parser = argparse.ArgumentParser(
@@ -325,8 +325,12 @@ def main() -> None:
             if child.returncode:
                 raise SystemExit(f"run {v}:{s}:{x} failed (exit {child.returncode})")
             result = json.loads(stdout.strip().splitlines()[-1])
+            # per run: a budget's runs may be spread over machines, which a CPU's
+            # name alone need not tell apart
+            units = "with" if cpu_has_bf16_matmul() else "without"
             result["machine"] = (
-                f"{cpu_name()}, {os.cpu_count()} cores, one thread per run"  # per run: a budget's runs may be spread over machines
+                f"{cpu_name()} {units} bf16 matrix units, {os.cpu_count()} cores, "
+                "one thread per run"
             )
             results["runs"] = [
                 r for r in results["runs"] if key(r) != (v, s, x, precision)
