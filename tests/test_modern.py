@@ -109,7 +109,29 @@ def test_grouped_query_attention_with_as_many_groups_as_heads_is_multi_head_atte
     torch.testing.assert_close(gqa(x, x, x), mha(x, x, x))
 
 
-def test_grouped_query_attention_is_attention_with_each_key_value_head_repeated():
+def _masks(B, T, S):
+    """Masks of every layout the model passes: none, padding (B, 1, 1, S), causal
+    (T, S), and one per head with rows that allow no key."""
+    g = torch.Generator().manual_seed(3)
+    per_head = torch.rand(B, 4, T, S, generator=g) > 0.5
+    per_head[:, 1, 2] = False  # head 1's query 2 may attend to nothing
+    padding = torch.ones(B, 1, 1, S, dtype=torch.bool)
+    padding[0, ..., -2:] = False
+    return {
+        "none": None,
+        "padding": padding,
+        "causal": torch.ones(T, S, dtype=torch.bool).tril(),
+        "per head": per_head,
+    }
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize("mask", ["none", "padding", "causal", "per head"])
+def test_grouped_query_attention_is_attention_with_each_key_value_head_repeated(
+    mask, need_weights
+):
+    """The grouped queries (no copy of K or V) compute what repeating each key/value
+    head for its query heads computes, weights included."""
     torch.manual_seed(0)
     gqa, mha = MultiHeadAttention(32, 4, num_kv_heads=2), MultiHeadAttention(32, 4)
     with torch.no_grad():
@@ -125,7 +147,11 @@ def test_grouped_query_attention_is_attention_with_each_key_value_head_repeated(
             )
             getattr(mha, name).bias.copy_(b.repeat_interleave(2, dim=0).reshape(32))
     x = torch.randn(2, 5, 32)
-    torch.testing.assert_close(gqa(x, x, x), mha(x, x, x))
+    m = _masks(2, 5, 5)[mask]
+    out = gqa(x, x, x, m, need_weights=need_weights)
+    torch.testing.assert_close(out, mha(x, x, x, m, need_weights=need_weights))
+    if need_weights:
+        torch.testing.assert_close(gqa.last_weights, mha.last_weights)
 
 
 def test_the_cache_of_grouped_query_attention_holds_only_its_key_value_heads():
@@ -187,6 +213,7 @@ def test_a_layer_is_made_of_the_parts_it_is_given_and_nothing_reaches_into_it_af
     assert (
         type(EncoderLayer(32, 4, 64).norm1) is torch.nn.LayerNorm and PAPER == Parts()
     )
+
     model = Transformer(ModelConfig(**SMALL, positions="rotary"))
     rotaries = [
         layer.self_attn.rotary
