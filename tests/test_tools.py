@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer.checkpoints import load_checkpoint
+from transformer.checkpoints import MODEL_FORMAT, load_checkpoint
 
 from helpers import latest, listing, load_tool
 
@@ -103,9 +103,11 @@ def test_ship_model_refuses_an_existing_folder_and_replaces_it_whole_when_asked(
     with safe_open(
         str(out / "model.safetensors"), framework="pt"
     ) as f:  # the weights carry their config
-        assert json.loads(f.metadata()["model_config"]) == json.loads(
-            (out / "model_config.json").read_text()
-        )
+        written = json.loads((out / "model_config.json").read_text())
+        assert (
+            written.pop("format") == MODEL_FORMAT
+        )  # the file's layout, then the settings
+        assert json.loads(f.metadata()["model_config"]) == written
 
 
 def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_before_writing(
