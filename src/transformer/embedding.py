@@ -26,6 +26,8 @@ def sinusoidal_positional_encoding(max_len: int, d_model: int) -> Tensor:
         )
     if max_len < 0:
         raise ValueError(f"max_len={max_len} must be >= 0")
+    if max_len == 0:  # the rules alone (configs ask them): no table of D angles
+        return torch.empty(0, d_model)
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (D/2,)
     angle = pos / 10000 ** (two_i / d_model)  # (max_len, D/2): pos * omega_i
