@@ -110,6 +110,10 @@ def test_tiled_attention_gradcheck_in_float64(case, block):
     assert torch.autograd.gradcheck(
         lambda q, k, v: tiled_attention(q, k, v, mask, block=block, causal=causal),
         (Q, K, V),
+        # one key per block is 117 tiles a call: the full Jacobian (560 inputs, two
+        # calls each) took 16-30 s a case, so that block size is checked through
+        # random projections of it (gradcheck's fast mode, about 100x fewer calls)
+        fast_mode=block == 1,
     )
 
 

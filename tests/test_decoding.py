@@ -283,3 +283,10 @@ def test_the_length_rule_and_the_batches_are_one_helper_each():
     ]  # huge settings stay within the table, no overflow
     assert length_batches([3, 0, 1, 5, 2], 2) == [[2, 4], [0, 3]]
     assert pad_rows([[5], [6, 7, 8]], 0) == [[5, 0, 0], [6, 7, 8]]
+
+
+@pytest.mark.parametrize("search", [greedy_decode, beam_search])
+def test_decoding_in_the_middle_of_training_leaves_dropout_on(search):
+    model = random_model(False, 0).train()
+    search(model, random_source(0))
+    assert all(m.training for m in model.modules())

@@ -1,5 +1,9 @@
 """Evaluation: sacreBLEU wrappers with signatures, several references, and grouping Tatoeba's references."""
 
+import itertools
+import math
+import statistics
+
 import pytest
 import sacrebleu
 
@@ -10,7 +14,11 @@ from transformer.evaluation import (
     corpus_chrf,
     group_references,
     holm,
+    mean_sd,
     paired_bleu_test,
+    paired_over_seeds,
+    SeedPairs,
+    permutation_p,
 )
 from transformer.config import DataConfig
 
@@ -139,3 +147,59 @@ def test_holm_refuses_a_value_that_is_not_a_probability():
         holm([0.1, float("nan")])
     with pytest.raises(InputError, match="must lie in"):
         holm([1.5])
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_the_seed_test_of_groups_apart_is_its_floor_two_over_n_choose_half(n):
+    a, b = [20.0 + i / 10 for i in range(n)], [25.0 + i / 10 for i in range(n)]
+    assert permutation_p(a, b) == pytest.approx(2 / math.comb(2 * n, n))
+    assert permutation_p(b, a) == permutation_p(a, b)
+
+
+def test_the_seed_test_counts_splits_by_hand_and_gives_one_for_equal_groups():
+    a, b = [1.0, 2.0, 6.0], [3.0, 4.0, 5.0]  # means 3 and 4
+    pool = a + b
+    gaps = [
+        abs(sum(pool[i] for i in s) / 3 - (sum(pool) - sum(pool[i] for i in s)) / 3)
+        for s in itertools.combinations(range(6), 3)
+    ]
+    assert permutation_p(a, b) == sum(g >= 1.0 - 1e-9 for g in gaps) / 20
+    assert permutation_p([1.0, 2.0], [2.0, 1.0]) == 1.0
+    with pytest.raises(InputError, match="finite"):
+        permutation_p([1.0, math.nan], [2.0])
+    with pytest.raises(InputError, match="non-empty"):
+        permutation_p([], [2.0])
+
+
+def test_mean_sd_is_the_sample_standard_deviation():
+    xs = [21.3, 22.9, 20.4, 23.1]
+    assert mean_sd(xs) == pytest.approx((statistics.mean(xs), statistics.stdev(xs)))
+    with pytest.raises(InputError, match="two or more"):
+        mean_sd([1.0])
+
+
+def test_paired_over_seeds_gives_each_seeds_gap_and_p_value():
+    worse = [f"a dog {i} stood near a mat" for i in range(60)]
+    pairs = paired_over_seeds([(worse, REFERENCES), (REFERENCES, worse)], REFERENCES)
+    gap = 100.0 - sacrebleu.corpus_bleu(worse, [REFERENCES]).score
+    assert pairs.gaps == pytest.approx([gap, -gap])
+    assert not pairs.one_sign and pairs.mean_gap == pytest.approx(0.0)
+    assert all(p < 0.01 for p in pairs.p_values) and pairs.ci >= 0
+    with pytest.raises(InputError, match="one \\(a, b\\) pair"):
+        paired_over_seeds([], REFERENCES)
+
+
+@pytest.mark.parametrize(
+    "gaps, ps, seed_p, verdict",
+    [
+        ([1.0, 2.0, 1.5], [0.001, 0.01, 0.02], 0.029, "b better"),
+        ([-1.0, -2.0, -1.5], [0.001, 0.01, 0.02], 0.029, "a better"),
+        ([1.0, -2.0, 1.5], [0.001, 0.001, 0.001], 0.029, "seeds disagree"),
+        ([1.0, 2.0, 1.5], [0.001, 0.2, 0.001], 0.029, "not distinguishable"),
+        ([1.0, 2.0, 1.5], [0.001, 0.001, 0.001], 0.1, "not distinguishable"),
+    ],
+)
+def test_a_recipe_is_called_better_only_when_every_test_agrees(
+    gaps, ps, seed_p, verdict
+):
+    assert SeedPairs(gaps, ps, 1.0).verdict(seed_p, "a", "b").startswith(verdict)

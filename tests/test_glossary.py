@@ -16,7 +16,7 @@ import torch
 
 from transformer.attention import attention
 from transformer.decoding import beam_search, length_penalty
-from transformer.evaluation import holm
+from transformer.evaluation import holm, permutation_p
 from transformer.loss import label_smoothed_loss, smoothed_targets
 from transformer.masking import causal_mask
 from transformer.model import Transformer
@@ -222,3 +222,13 @@ def test_glossary_holm_multiplies_the_kth_smallest_as_the_package_does():
         running = max(running, min(1.0, (m - k + 1) * p[i]))
         by_entry[i] = running
     assert holm(p) == pytest.approx([by_entry[i] for i in range(m)], rel=1e-12)
+
+
+def test_glossary_permutation_test_floor_is_the_packages():
+    text = entry("permutation test over seeds")
+    assert (
+        "cannot go below $2 / \\binom{2n}{n}$ (0.1 for three, 0.029 for four)" in text
+    )
+    for n, shown in ((3, 0.1), (4, 0.029)):
+        groups = [float(i) for i in range(n)], [float(i + 10) for i in range(n)]
+        assert round(permutation_p(*groups), 3) == shown

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer.model import Transformer, TransformerConfig
+from transformer.model import Transformer, TransformerConfig, evaluating
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -351,3 +351,16 @@ def test_a_tiny_model_learns_to_copy():
     real = labels != PAD
     accuracy = ((ys[:, 1:] == labels) & real).sum() / real.sum()
     assert accuracy >= 0.95, f"token accuracy {accuracy:.3f} after training to copy"
+
+
+def test_evaluating_switches_dropout_off_and_restores_the_mode_even_after_an_error():
+    model = Transformer(TransformerConfig(20, 20, d_model=8, num_heads=2, d_ff=16))
+    for was_training in (True, False):
+        model.train(was_training)
+        with evaluating(model):
+            assert not any(m.training for m in model.modules())
+        assert all(m.training == was_training for m in model.modules())
+    model.train()
+    with pytest.raises(RuntimeError), evaluating(model):
+        raise RuntimeError("a failure inside the block")
+    assert all(m.training for m in model.modules())

@@ -167,6 +167,17 @@ def test_the_cache_of_grouped_query_attention_holds_only_its_key_value_heads():
     )  # (B, h_kv, L, D_h): a quarter of multi-head attention's
 
 
+@pytest.mark.parametrize("positions", ["sinusoidal", "rotary"])
+def test_grouped_query_attention_is_in_the_decoders_two_attentions_only(positions):
+    model = Transformer(ModelConfig(**SMALL, kv_heads=1, positions=positions))
+    for layer in model.encoder.layers:  # nothing is cached there: all h heads
+        assert layer.self_attn.num_kv_heads == 4
+    for layer in model.decoder.layers:
+        assert layer.self_attn.num_kv_heads == layer.cross_attn.num_kv_heads == 1
+        assert (layer.self_attn.rotary is None) == (positions == "sinusoidal")
+        assert layer.cross_attn.rotary is None
+
+
 def test_num_kv_heads_must_divide_the_heads():
     with pytest.raises(ValueError, match="must divide"):
         MultiHeadAttention(32, 4, num_kv_heads=3)
@@ -206,9 +217,10 @@ def test_a_layer_is_made_of_the_parts_it_is_given_and_nothing_reaches_into_it_af
     ).parts()
     layer = EncoderLayer(32, 4, 64, parts=parts)
     assert isinstance(layer.norm1, RMSNorm) and isinstance(layer.feed_forward, SwiGLU)
+    # an encoder layer: all heads (grouped-query attention is the decoder's)
     assert (
         isinstance(layer.self_attn.rotary, RotaryPositions)
-        and layer.self_attn.num_kv_heads == 2
+        and layer.self_attn.num_kv_heads == 4
     )
     assert (
         type(EncoderLayer(32, 4, 64).norm1) is torch.nn.LayerNorm and PAPER == Parts()

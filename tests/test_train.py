@@ -40,7 +40,7 @@ from transformer.model import Transformer
 from transformer.schedule import (
     InverseSqrtSchedule,
 )
-from transformer.train import NonFiniteLossError, train, train_step
+from transformer.train import NonFiniteLossError, train, train_step, validation_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.toml"
@@ -754,3 +754,13 @@ def test_a_second_run_into_a_folder_in_use_is_refused_naming_the_process_and_a_k
     )
     assert resumed.returncode == 0, resumed.stderr
     assert f"done: step {step + 1}" in resumed.stdout
+
+
+def test_validation_is_measured_without_dropout_and_leaves_training_mode_on():
+    torch.manual_seed(0)
+    model = Transformer(one_layer_config(12, dropout=0.5)).train()
+    batches = [collate([([4, 5, 6], [7, 8]), ([9, 10], [11, 4, 5])])]
+    measure = lambda: validation_metrics(model, batches, label_smoothing=0.1, pad_id=0)
+    first, second = measure(), measure()
+    assert first == second  # with dropout on, two passes would differ
+    assert all(m.training for m in model.modules())

@@ -280,3 +280,12 @@ def test_the_explorer_shows_markup_in_a_sentence_as_text(tiny_run, monkeypatch):
         "Ein &lt;b&gt;Hund&lt;/b&gt; &amp; eine Katze." in caption
         and "<b>Hund" not in caption
     )
+
+
+def test_reading_the_weights_in_the_middle_of_training_leaves_dropout_on(tiny):
+    tiny.train()
+    try:
+        attention_weights(tiny, *batch())
+        assert all(m.training for m in tiny.modules())
+    finally:
+        tiny.eval()

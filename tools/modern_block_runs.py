@@ -1,6 +1,7 @@
 """Chapter 16's measurements: one model trained at one equal budget, with each change of the modern block
 alone, all of them together, two pairs of them (rotary with RMSNorm, rotary without biases: where the changes
-interact), and grouped-query attention (chapter 17); several seeds of each. A second, longer budget (--budget
+interact), and grouped-query attention in the decoder with one and with two key/value heads (chapter 17);
+several seeds of each. A second, longer budget (--budget
 shipped) trains the paper's block against the modern block at the shipped shape with the fast recipe.
 
     python tools/modern_block_runs.py --out-dir runs/modern            # every run not yet in the JSON
@@ -70,7 +71,9 @@ VARIANTS = {  # name -> the [model] settings that differ from the shipped shape
         "feed_forward": "swiglu",
         "bias": False,
     },
+    # grouped-query attention in the decoder (chapter 17): 1 and 2 key/value heads of 4
     "gqa": {"kv_heads": 1},
+    "gqa2": {"kv_heads": 2},
     "rotary_rms": {"positions": "rotary", "norm": "rms"},
     "rotary_no_bias": {"positions": "rotary", "bias": False},
 }

@@ -21,8 +21,8 @@ class DecoderLayer(nn.Module):
     Cross-attention is the only place where the source reaches the decoder: its queries
     come from the target, its keys and values from C. With `cache` (a `KVCache`), x
     holds only the new positions and the earlier ones come from the cache. `parts`
-    (chapter 06) says what each piece is made with; cross-attention is
-    `parts.cross_attention`.
+    (chapter 06) says what each piece is made with: the two attention blocks are
+    `parts.decoder_self_attention` and `parts.cross_attention`.
     """
 
     def __init__(
@@ -35,7 +35,7 @@ class DecoderLayer(nn.Module):
         parts: Parts = PAPER,
     ):
         super().__init__()
-        self.self_attn = parts.self_attention(d_model, num_heads, dropout)
+        self.self_attn = parts.decoder_self_attention(d_model, num_heads, dropout)
         self.cross_attn = parts.cross_attention(d_model, num_heads, dropout)
         self.feed_forward = parts.feed_forward(d_model, d_ff, dropout)
         self.norm1, self.norm2, self.norm3 = (parts.norm(d_model) for _ in range(3))

@@ -20,7 +20,7 @@ from torch import Tensor
 from .errors import CheckpointError, InputError
 from .files import read_regular_file
 from .memory import check_fits
-from .model import Transformer
+from .model import Transformer, evaluating
 from .multihead import KVCache
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -202,8 +202,7 @@ def _check_src(model: Transformer, src: Tensor) -> None:
 
 def _start(model: Transformer, src: Tensor, use_cache: bool):
     """Encode src (B, S), already checked by `_check_src`, once and return the
-    decoder state to step with."""
-    model.eval()
+    decoder state to step with. The caller holds `evaluating(model)`: dropout off."""
     src_mask = model.make_src_mask(src)  # (B, 1, 1, S)
     memory = model.encode(src, src_mask)  # (B, S, D): the source is encoded once
     return DecoderSteps(model, memory, src_mask, use_cache)
@@ -227,7 +226,6 @@ def greedy_decode(
     enters the decoder.
     """
     _check_src(model, src)
-    state = _start(model, src, use_cache)
     B = src.shape[0]
     c = model.config
     limits = torch.tensor(
@@ -239,21 +237,24 @@ def greedy_decode(
     ys = torch.full((B, 1), BOS_ID, dtype=torch.long, device=src.device)  # (b, t): "$"
     log_prob = torch.zeros(B, dtype=torch.float64, device=src.device)  # (b,)
     out: list[Hypothesis | None] = [None] * B
-    while len(rows):
-        best, token = state.step(ys).max(-1)  # (b,), (b,): the most probable next token
-        log_prob += best.double()
-        ys = torch.cat([ys, token[:, None]], dim=1)  # (b, t + 1)
-        ended = token == EOS_ID
-        done = ended | (ys.shape[1] - 1 >= limits[rows])  # (b,)
-        for r in done.nonzero()[:, 0].tolist():
-            tokens, lp = ys[r, 1:].tolist(), float(log_prob[r])
-            out[int(rows[r])] = Hypothesis(
-                tokens[:-1] if ended[r] else tokens, lp, lp, bool(ended[r])
-            )
-        if done.any():
-            keep = (~done).nonzero()[:, 0]  # (b',): the rows still decoding
-            rows, ys, log_prob = rows[keep], ys[keep], log_prob[keep]
-            state.select(keep)
+    with evaluating(model):
+        state = _start(model, src, use_cache)
+        while len(rows):
+            # (b,), (b,): the most probable next token
+            best, token = state.step(ys).max(-1)
+            log_prob += best.double()
+            ys = torch.cat([ys, token[:, None]], dim=1)  # (b, t + 1)
+            ended = token == EOS_ID
+            done = ended | (ys.shape[1] - 1 >= limits[rows])  # (b,)
+            for r in done.nonzero()[:, 0].tolist():
+                tokens, lp = ys[r, 1:].tolist(), float(log_prob[r])
+                out[int(rows[r])] = Hypothesis(
+                    tokens[:-1] if ended[r] else tokens, lp, lp, bool(ended[r])
+                )
+            if done.any():
+                keep = (~done).nonzero()[:, 0]  # (b',): the rows still decoding
+                rows, ys, log_prob = rows[keep], ys[keep], log_prob[keep]
+                state.select(keep)
     return out
 
 # %% ../../notebooks/11_decoding.ipynb #3cbb77e7
@@ -292,29 +293,32 @@ def beam_search(
     """
     limits = _beam_limits(model, src, beam_size, alpha, n_best, max_len_a, max_len_b)
     k, dev = beam_size, src.device
-    state, ys, beam_lp = _open_beams(model, src, k, use_cache)
-    sentences = list(range(src.shape[0]))  # the sentence of each live group of k rows
-    finished: list[list[Hypothesis]] = [[] for _ in sentences]
-    while sentences:
-        logp = state.step(ys).view(len(sentences), k, -1)  # (b, k, |V|)
-        done, rows, tokens, next_lp = _next_beams(
-            _ranked(logp, beam_lp),
-            sentences,
-            ys,
-            finished,
-            limits,
-            alpha,
-            n_best,
-            early_stop,
-        )
-        sentences = [s for s, d in zip(sentences, done) if not d]
-        if sentences:
-            rows = torch.tensor(rows, device=dev)  # (b'*k,): the row each beam extends
-            # the decoder state follows its beams
-            state.select(rows, same_sources=not any(done))
-            new = torch.tensor(tokens, device=dev)[:, None]  # (b'*k, 1)
-            ys = torch.cat([ys[rows], new], dim=1)  # (b'*k, t + 1)
-            beam_lp = torch.tensor(next_lp, dtype=logp.dtype, device=dev)  # (b', k)
+    with evaluating(model):
+        state, ys, beam_lp = _open_beams(model, src, k, use_cache)
+        # the sentence of each live group of k rows
+        sentences = list(range(src.shape[0]))
+        finished: list[list[Hypothesis]] = [[] for _ in sentences]
+        while sentences:
+            logp = state.step(ys).view(len(sentences), k, -1)  # (b, k, |V|)
+            done, rows, tokens, next_lp = _next_beams(
+                _ranked(logp, beam_lp),
+                sentences,
+                ys,
+                finished,
+                limits,
+                alpha,
+                n_best,
+                early_stop,
+            )
+            sentences = [s for s, d in zip(sentences, done) if not d]
+            if sentences:
+                # (b'*k,): the row each beam extends; the decoder state follows
+                rows = torch.tensor(rows, device=dev)
+                state.select(rows, same_sources=not any(done))
+                new = torch.tensor(tokens, device=dev)[:, None]  # (b'*k, 1)
+                ys = torch.cat([ys[rows], new], dim=1)  # (b'*k, t + 1)
+                # (b', k)
+                beam_lp = torch.tensor(next_lp, dtype=logp.dtype, device=dev)
     return [hyps[:n_best] for hyps in finished]
 
 

@@ -43,7 +43,8 @@ class Parts:
     called once per piece built.
 
     norm(D), feed_forward(D, d_ff, dropout), self_attention(D, h, dropout), and for the
-    decoder (chapter 07) cross_attention(D, h, dropout); for the whole model
+    decoder (chapter 07) its own decoder_self_attention(D, h, dropout) and
+    cross_attention(D, h, dropout); for the whole model
     (chapter 08) positions(D, max_len, dropout), applied to the embeddings, and
     generator(D, |V|). The defaults are the paper's pieces; chapter 16 passes others.
     """
@@ -51,6 +52,7 @@ class Parts:
     norm: Callable[[int], nn.Module] = nn.LayerNorm
     feed_forward: Callable[[int, int, float], nn.Module] = FeedForward
     self_attention: Callable[[int, int, float], nn.Module] = MultiHeadAttention
+    decoder_self_attention: Callable[[int, int, float], nn.Module] = MultiHeadAttention
     cross_attention: Callable[[int, int, float], nn.Module] = MultiHeadAttention
     positions: Callable[[int, int, float], nn.Module] = PositionalEncoding
     generator: Callable[[int, int], nn.Module] = nn.Linear

@@ -2,10 +2,12 @@
 
 # %% auto #0
 __all__ = ['Score', 'corpus_bleu', 'corpus_chrf', 'group_references', 'evaluate_pairs', 'evaluate_checkpoint', 'Comparison',
-           'paired_bleu_test', 'holm']
+           'paired_bleu_test', 'holm', 'mean_sd', 'permutation_p', 'SeedPairs', 'paired_over_seeds']
 
 # %% ../../notebooks/12_evaluation.ipynb #b8fc908f
+import itertools
 import json
+import math
 import re
 import shutil
 import tempfile
@@ -364,3 +366,80 @@ def holm(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - k) * p[i]))
         adjusted[i] = running
     return adjusted
+
+# %% ../../notebooks/12_evaluation.ipynb #seeds-code
+def mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and the sample standard deviation (n - 1) of two or more values."""
+    xs = list(values)
+    if len(xs) < 2:
+        raise InputError(f"a standard deviation needs two or more values, got {xs}")
+    m = sum(xs) / len(xs)
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def permutation_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Exact two-sided permutation test of the difference of the means of a and b: the
+    share of all ways to split the pooled values into groups of len(a) and len(b)
+    whose means differ at least as much as a's and b's do."""
+    pool = [*a, *b]
+    if not (a and b) or not all(math.isfinite(x) for x in pool):
+        raise InputError(f"two non-empty groups of finite scores, got {a} and {b}")
+
+    def gap(first: tuple[int, ...]) -> float:
+        x = [pool[i] for i in first]
+        y = [pool[i] for i in range(len(pool)) if i not in first]
+        return abs(sum(y) / len(y) - sum(x) / len(x))
+
+    observed = gap(tuple(range(len(a))))
+    splits = list(itertools.combinations(range(len(pool)), len(a)))
+    # 1e-9: a split as far apart as the observed one, up to rounding, counts
+    return sum(gap(s) >= observed - 1e-9 for s in splits) / len(splits)
+
+
+@dataclass
+class SeedPairs:
+    """Recipe b against recipe a, run s against run s, each pair by the paired test."""
+
+    gaps: list[float]  # BLEU of b minus BLEU of a, one per seed
+    p_values: list[float]  # the paired bootstrap's, one per seed
+    ci: float  # the widest 95 % interval (±) of any of the scores
+
+    @property
+    def mean_gap(self) -> float:
+        return sum(self.gaps) / len(self.gaps)
+
+    @property
+    def one_sign(self) -> bool:
+        """Whether every seed puts the same recipe ahead."""
+        return all(g > 0 for g in self.gaps) or all(g < 0 for g in self.gaps)
+
+    def verdict(self, seed_p: float, a: str, b: str, level: float = 0.05) -> str:
+        """The course's rule: a recipe is better only if it is ahead in every seed,
+        every seed's paired test gives p < level, and so does the test over the
+        seeds (`seed_p`); anything else is not distinguishable, not equal."""
+        if not self.one_sign:
+            return "seeds disagree: not distinguishable at this budget"
+        if max(self.p_values) >= level or seed_p >= level:
+            return "not distinguishable at this budget"
+        return f"{b if self.mean_gap > 0 else a} better"
+
+
+def paired_over_seeds(
+    runs: Sequence[tuple[Sequence[str], Sequence[str]]],
+    references: Sequence[str],
+    *,
+    resamples: int = 1000,
+) -> SeedPairs:
+    """`runs` holds, per seed, recipe a's and recipe b's translations of the same
+    sentences; `references` one reference per sentence. One paired test per seed."""
+    if not runs:
+        raise InputError("paired_over_seeds needs one (a, b) pair of runs per seed")
+    gaps, ps, cis = [], [], []
+    for a, b in runs:
+        first, second = paired_bleu_test(
+            {"a": a, "b": b}, references, resamples=resamples
+        )
+        gaps.append(second.bleu - first.bleu)
+        ps.append(second.p_value)
+        cis += [first.ci, second.ci]
+    return SeedPairs(gaps, ps, max(cis))

@@ -155,7 +155,8 @@ class ModelConfig(TransformerConfig):
     # the paper's two layers, or gated at the same size
     feed_forward: Literal["relu", "swiglu"] = "relu"
     bias: bool = True  # False: no bias in any linear layer or norm
-    # key/value heads per attention block; 0 means num_heads (grouped-query when fewer)
+    # key/value heads of the decoder's two attention blocks; 0 means num_heads
+    # (grouped-query when fewer; the encoder's self-attention keeps all h)
     kv_heads: int = 0
 
     def __post_init__(self):
@@ -178,23 +179,23 @@ class ModelConfig(TransformerConfig):
     def parts(self) -> Parts:
         """The `Parts` (chapter 06) these settings choose."""
         bias, kv_heads = self.bias, self.kv_heads or None
-        attention = partial(MultiHeadAttention, bias=bias, num_kv_heads=kv_heads)
+        attention = partial(MultiHeadAttention, bias=bias)
         rotary = self.positions == "rotary"
+        self_attention = (
+            partial(rotary_self_attention, max_len=self.max_len, bias=bias)
+            if rotary
+            else attention
+        )
         return Parts(
             norm=RMSNorm if self.norm == "rms" else partial(nn.LayerNorm, bias=bias),
             feed_forward=partial(
                 SwiGLU if self.feed_forward == "swiglu" else FeedForward, bias=bias
             ),
-            self_attention=partial(
-                rotary_self_attention,
-                max_len=self.max_len,
-                bias=bias,
-                num_kv_heads=kv_heads,
-            )
-            if rotary
-            else attention,
+            self_attention=self_attention,  # the encoder's: nothing is cached there
+            # grouped-query attention where decoding keeps keys and values (chapter 17)
+            decoder_self_attention=partial(self_attention, num_kv_heads=kv_heads),
             # never rotary: a target and a source position have no distance
-            cross_attention=attention,
+            cross_attention=partial(attention, num_kv_heads=kv_heads),
             positions=EmbeddingDropout if rotary else PositionalEncoding,
             generator=partial(nn.Linear, bias=bias),
         )

@@ -42,7 +42,7 @@ from transformer.distributed import (
 from .loss import label_smoothed_loss
 from .memory import check_fits
 from .metrics import MetricsLog, epoch_sums, read_metrics
-from .model import Transformer
+from .model import Transformer, evaluating
 from .modern import ModelConfig
 from .run_folder import previous_checkpoint, run_folder
 from .schedule import InverseSqrtSchedule, LinearDecaySchedule
@@ -140,11 +140,9 @@ def validation_metrics(
     Teacher-forced, like training: every position sees the reference prefix, not the
     model's own output.
     """
-    was_training = model.training
-    model.eval()
     loss = nll = tokens = correct = 0.0
     for batch in batches:
-        with autocast(batch.src.device, autocast_dtype):
+        with evaluating(model), autocast(batch.src.device, autocast_dtype):
             logits = model(batch.src, batch.tgt_in)  # (B, T, V)
         l, n, k = label_smoothed_loss(logits, batch.tgt_out, label_smoothing, pad_id)
         hits = ((logits.argmax(-1) == batch.tgt_out) & (batch.tgt_out != pad_id)).sum()
@@ -154,7 +152,6 @@ def validation_metrics(
             tokens + k.item(),
             correct + hits.item(),
         )
-    model.train(was_training)
     tokens = max(tokens, 1.0)
     return {
         "loss": loss / tokens,

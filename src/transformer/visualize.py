@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from .decoding import translate
+from .model import evaluating
 from .multihead import MultiHeadAttention
 from .tokenizer import BOS_ID
 
@@ -63,8 +64,7 @@ def attention_weights(model, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
     Padded keys get weight 0; rows of padded queries are meaningless and should
     be dropped by the caller.
     """
-    model.eval()
-    with keeping_weights(model):
+    with evaluating(model), keeping_weights(model):
         model(src, tgt_in)
         return {
             kind: torch.stack(
