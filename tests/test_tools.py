@@ -1,5 +1,6 @@
-"""The course's tools that write or stop things: ship_model refuses what it would destroy and replaces
-whole; check_in_jupyterlab stops a server and its kernel that ignore SIGTERM."""
+"""The course's tools: ship_model refuses what it would destroy and replaces whole; check_in_jupyterlab stops
+a server and its kernel that ignore SIGTERM; gqa_decoding measures the shipped shape and a cache of the
+formula's size."""
 
 import json
 import os
@@ -186,3 +187,34 @@ def test_modern_block_runs_shipped_budget_trains_the_fast_recipe_with_either_blo
     assert in_fp32.precision == "fp32" and fast.precision == "bf16"
     assert Path(in_fp32.out_dir).name == "baseline-lr2-s0-fp32"
     assert in_fp32.optim == swept.optim and in_fp32.model == swept.model
+
+
+def test_gqa_decoding_measures_the_shipped_shape_and_a_cache_of_the_formulas_size():
+    import torch
+
+    from transformer.attention_cost import kv_cache_bytes
+    from transformer.config import TrainConfig
+    from transformer.model import Transformer
+    from transformer.modern import ModelConfig
+
+    tool = load_tool("gqa_decoding")
+    shape = tool.shipped_shape()
+    shipped = TrainConfig.from_toml(tool.SHIPPED)
+    assert shape["src_vocab_size"] == shipped.data.vocab_size and shape["dropout"] == 0
+    assert {k: shape[k] for k in ("d_model", "num_heads", "d_ff")} == {
+        k: getattr(shipped.model, k) for k in ("d_model", "num_heads", "d_ff")
+    }
+    small = {**shape, "d_model": 32, "d_ff": 64, "src_vocab_size": 50}
+    small["tgt_vocab_size"] = 50
+    for kv in (4, 1):
+        config = ModelConfig(**{**small, "kv_heads": kv})
+        torch.manual_seed(0)
+        model = Transformer(config).eval()
+        src = torch.randint(4, 50, (2, 5))
+        result = tool.decode(model, src, steps=8)
+        formula = kv_cache_bytes(config, 8, 5, batch=2)
+        assert (
+            result["cache_bytes"]
+            == formula["self_attention"] + formula["cross_attention"]
+        )
+        assert 0 < result["last_quarter_seconds"] <= result["seconds"]
