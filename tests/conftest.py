@@ -105,11 +105,67 @@ def reader_env(home: Path) -> dict[str, str]:
     return env
 
 
+# The longest units of work of the README's `pytest` (a test module or a notebook), longest first, as
+# `--durations` measured them on two cores: the portability re-runs (only with TRANSFORMER_PORTABILITY=1),
+# then the browser, JupyterLab and clone tests and the slowest chapters. pytest-xdist's `--dist loadscope`
+# hands out whole modules in this order, so that no long one is left to start last.
+LONGEST_FIRST = (
+    "test_portable_outputs.py",
+    "test_book_browser.py",
+    "test_widget_page.py",
+    "test_browser_translator.py",
+    "test_reader_clone.py",
+    "test_check_in_jupyterlab.py",
+    "11_decoding.ipynb",
+    "14_seeing_attention.ipynb",
+    "16_modern_block.ipynb",
+    "test_train.py",
+    "test_attention_cost.py",
+    "12_evaluation.ipynb",
+    "08_transformer.ipynb",
+    "test_cli.py",
+    "09_data.ipynb",
+)
+
+
+# The modules that read the built book (the `built_book` fixture, one build of about 30 s per pytest
+# process): one unit of work, so that a single worker builds it.
+BOOK_MODULES = (
+    "test_book_browser.py",
+    "test_widget_page.py",
+    "test_browser_translator.py",
+)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's `--dist loadscope` (pyproject.toml), with the book's modules as one scope."""
+    if config.getoption("dist") != "loadscope":
+        return None  # another mode asked for on the command line: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class BookTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::")[0]
+            if path.endswith(BOOK_MODULES):
+                return "the built book"
+            return super()._split_scope(nodeid)
+
+    return BookTogether(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Start the longest items first: the portability re-runs (`test_portable_outputs.py`, a whole
-    notebook each, longest first). A stable sort, so every notebook's cells keep their order and every
-    test module (pytest-xdist's `--dist loadscope` unit of work) stays together."""
-    items.sort(key=lambda item: "test_portable_outputs.py" not in item.nodeid)
+    """Start the longest units first (`LONGEST_FIRST`), the rest after them in their own order. A stable
+    sort, so every notebook's cells keep their order and every test module (pytest-xdist's
+    `--dist loadscope` unit of work) stays together."""
+
+    def rank(item) -> int:
+        path = item.nodeid.split("::")[0]
+        return next(
+            (i for i, name in enumerate(LONGEST_FIRST) if path.endswith(name)),
+            len(LONGEST_FIRST),
+        )
+
+    items.sort(key=rank)
 
 
 # The browser tests (tests/test_book_browser.py, tests/test_widget_page.py) share one build of the book,
