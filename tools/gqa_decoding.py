@@ -78,7 +78,7 @@ def shipped_shape() -> dict:
     return {"src_vocab_size": vocab, "tgt_vocab_size": vocab, **shape}
 
 
-def step_parts(kv: int, length: int, repeats: int = 50) -> dict:
+def step_parts(shape: dict, kv: int, length: int, repeats: int = 50) -> dict:
     """Milliseconds of the two things a decoder layer's self-attention does with its cache
     at one step, for a cache of `length` positions: the fused attention of the B new
     queries (h of them per sentence, grouped as h / kv per key/value head) over the
@@ -87,7 +87,6 @@ def step_parts(kv: int, length: int, repeats: int = 50) -> dict:
     import torch
     import torch.nn.functional as F
 
-    shape = shipped_shape()
     h, d_head = shape["num_heads"], shape["d_model"] // shape["num_heads"]
     Q = torch.randn(BATCH, kv, h // kv, d_head)  # one new position per sentence
     K, V = torch.randn(2, BATCH, kv, length, d_head).unbind(0)
@@ -142,7 +141,7 @@ def main() -> None:
         )  # each model first in some repeats, last in others
         for kv in KV_HEADS[turn:] + KV_HEADS[:turn]:
             runs[kv].append(decode(models[kv], src, args.steps))
-            parts[kv].append(step_parts(kv, args.steps))
+            parts[kv].append(step_parts(shape, kv, args.steps))
             r = runs[kv][-1]
             print(
                 f"repeat {repeat}, h_kv = {kv}: {r['seconds']:.2f} s, last quarter "
