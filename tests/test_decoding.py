@@ -156,7 +156,7 @@ def test_the_cache_grows_by_one_key_and_value_row_per_layer_per_step_and_keeps_c
             entries[layer.cross_attn][0].shape == (2, 4, 5, 8) for layer in layers
         )
         ys = torch.cat([ys, torch.full((2, 1), 7)], dim=1)
-    with pytest.raises(ValueError, match="the cache holds 4 tokens"):
+    with pytest.raises(ValueError, match="the cache holds 4 target tokens"):
         state.step(ys[:, :3])
 
 

@@ -232,3 +232,24 @@ def test_glossary_permutation_test_floor_is_the_packages():
     for n, shown in ((3, 0.1), (4, 0.029)):
         groups = [float(i) for i in range(n)], [float(i + 10) for i in range(n)]
         assert round(permutation_p(*groups), 3) == shown
+
+
+def test_glossary_temperature_and_the_two_cuts_are_what_sampling_draws_from():
+    from transformer.decoder_only import sampling_distribution
+
+    text = entry("sampling temperature")
+    assert r"$\exp(\ell_i / \tau) / \sum_j \exp(\ell_j / \tau)$" in text
+    log_p = torch.tensor([[0.5, 0.25, 0.15, 0.1]]).log()
+    tau = 0.7
+    stated = torch.exp(log_p / tau) / torch.exp(log_p / tau).sum()
+    torch.testing.assert_close(sampling_distribution(log_p, temperature=tau), stated)
+    cuts = entry("top-k and top-p sampling")
+    assert "the $k$ most probable tokens" in cuts and "at least $p$" in cuts
+    # top-k = 2 keeps 0.5 and 0.25; top-p = 0.8 needs 0.5 + 0.25 + 0.15 >= 0.8
+    torch.testing.assert_close(
+        sampling_distribution(log_p, top_k=2), torch.tensor([[2 / 3, 1 / 3, 0, 0]])
+    )
+    torch.testing.assert_close(
+        sampling_distribution(log_p, top_p=0.8),
+        torch.tensor([[0.5, 0.25, 0.15, 0.0]]) / 0.9,
+    )

@@ -1,4 +1,4 @@
-"""Chapter 16's measurements: one model trained at one equal budget, with each change of the modern block
+"""Chapters 16 and 18's measurements (chapter 18's below): one model trained at one equal budget, with each change of the modern block
 alone, all of them together, two pairs of them (rotary with RMSNorm, rotary without biases: where the changes
 interact), and grouped-query attention in the decoder with one and with two key/value heads (chapter 17);
 several seeds of each. A second, longer budget (--budget
@@ -7,6 +7,7 @@ shipped) trains the paper's block against the modern block at the shipped shape 
     python tools/modern_block_runs.py --out-dir runs/modern            # every run not yet in the JSON
     python tools/modern_block_runs.py --out-dir runs/modern --only baseline:0 rms:0
     python tools/modern_block_runs.py --budget shipped --out-dir runs/modern-shipped
+    python tools/modern_block_runs.py --budget decoder_only --out-dir runs/decoder-only   # chapter 18
 
 Each run is `configs/multi30k-small.toml`'s data, vocabulary, dropout, label smoothing and optimiser with a
 smaller model (SHAPE: D = 128, 2 + 2 layers, 4 heads, d_ff = 512, pre-norm) and one change in [model],
@@ -31,6 +32,14 @@ rate. Whether one rate is fair to both blocks: seed 0 of each again at half and 
 (LR_SWEEP). Results go to notebooks/results/16_modern_block_shipped.json and the translations to
 notebooks/results/16_modern_block_shipped/<variant>-lr<factor>-s<seed>/val.hyp.
 
+Chapter 18's budget (--budget decoder_only) is the small budget with the decoder-only model in place of the
+encoder-decoder: one stack of 5 blocks (the nearest to the 2 + 2 layers' parameters), with the causal and with
+the prefix source mask (DECODER_ONLY), seeds 0-2 of each, and the small budget's baseline again (the
+encoder-decoder, seeds 0-2), so that all three run on one machine. Each run is also scored with the shipped
+model's beam search (models/multi30k-de-en/decoding.json). Results go to
+notebooks/results/18_decoder_only_runs.json and the translations to
+notebooks/results/18_decoder_only_runs/<variant>-s<seed>[-beam]/val.hyp.
+
 bf16 autocast needs a CPU with bf16 matrix instructions (AVX512-BF16 or AMX); training refuses it elsewhere.
 On such a machine, --precision fp32 runs in float32 instead: the run's name gets "-fp32" and its result says
 so, and a run of one precision is never taken for a run of the other.
@@ -46,6 +55,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SHIPPED_DECODING = ROOT / "models" / "multi30k-de-en" / "decoding.json"
 RESULTS = ROOT / "notebooks" / "results"
 EPOCHS, WARMUP, LR_FACTOR = (
     3,
@@ -76,6 +86,17 @@ VARIANTS = {  # name -> the [model] settings that differ from the shipped shape
     "gqa2": {"kv_heads": 2},
     "rotary_rms": {"positions": "rotary", "norm": "rms"},
     "rotary_no_bias": {"positions": "rotary", "bias": False},
+}
+# chapter 18: one stack of 5 blocks (2.02 M parameters against the 2 + 2 layers'
+# 1.96 M: the nearest to equal), reading `source BOS target` as one sequence
+DECODER_ONLY = {
+    "encoder_decoder": {},  # the small budget's baseline again, on the same machine
+    "causal": {"num_encoder_layers": 0, "num_decoder_layers": 5},
+    "prefix": {
+        "num_encoder_layers": 0,
+        "num_decoder_layers": 5,
+        "source_mask": "prefix",
+    },
 }
 SEEDS = {
     "baseline": range(5),
@@ -108,7 +129,7 @@ class Budget:
     ) -> str:
         """`precision`: None for the budget's own, else a suffix (\"-fp32\")."""
         suffix = f"-{precision}" if precision else ""
-        if self.name == "small":
+        if self.name != "shipped":
             return f"{variant}-s{seed}{suffix}"
         return f"{variant}-lr{lr_scale:g}-s{seed}{suffix}"
 
@@ -132,14 +153,22 @@ BUDGETS = {
         RESULTS / "16_modern_block_shipped.json",
         RESULTS / "16_modern_block_shipped",
     ),
+    # chapter 18: the small budget's data and schedule; its encoder-decoder is
+    # chapter 16's baseline
+    "decoder_only": Budget(
+        "decoder_only",
+        tuple((v, s, 1.0) for s in range(3) for v in DECODER_ONLY),
+        RESULTS / "18_decoder_only_runs.json",
+        RESULTS / "18_decoder_only_runs",
+    ),
 }
 
 
 def block_settings(budget: Budget, variant: str) -> dict:
     """The [model] settings of a variant: what differs from the budget's base config."""
-    if budget.name == "shipped" and variant == "baseline":
-        return PAPER_BLOCK  # the fast recipe's config has the modern block
-    return {} if budget.name == "shipped" else VARIANTS[variant]
+    if budget.name == "shipped":  # the fast recipe's config has the modern block
+        return PAPER_BLOCK if variant == "baseline" else {}
+    return (DECODER_ONLY if budget.name == "decoder_only" else VARIANTS)[variant]
 
 
 def run_config(
@@ -180,7 +209,9 @@ def run_config(
     return TrainConfig(
         name=f"modern-{name}",
         data=base.data,
-        model=dataclasses.replace(base.model, **SHAPE, **VARIANTS[variant]),
+        model=dataclasses.replace(
+            base.model, **{**SHAPE, **block_settings(budget, variant)}
+        ),
         optim=dataclasses.replace(
             base.optim,
             epochs=EPOCHS,
@@ -227,6 +258,24 @@ def one_run(
     )
     bleu = next(s["score"] for s in report["scores"] if s["metric"].startswith("BLEU"))
     model = config.model
+    beam = {}
+    if budget.name == "decoder_only":  # also the shipped model's beam search
+        settings = json.loads(SHIPPED_DECODING.read_text(encoding="utf-8"))
+        hypotheses = (
+            budget.hypotheses / f"{budget.run_name(variant, seed, lr_scale)}-beam"
+        )
+        scored = evaluate_checkpoint(checkpoint, "val", **settings, out_dir=hypotheses)
+        beam = {
+            "decoding": settings,
+            "val_bleu_beam": round(
+                next(
+                    s["score"]
+                    for s in scored["scores"]
+                    if s["metric"].startswith("BLEU")
+                ),
+                2,
+            ),
+        }
     return {
         "variant": variant,
         "seed": seed,
@@ -241,6 +290,7 @@ def one_run(
         "steps": int(epochs[-1]["step"]),
         "valid_ppl": round(float(epochs[-1]["valid_ppl"]), 3),
         "val_bleu_greedy": round(bleu, 2),
+        **beam,
         "parameters": sum(p.numel() for p in checkpoint.model.parameters()),
         "train_seconds": round(float(epochs[-1]["elapsed_s"])),
         "wall_seconds_this_call": round(time.time() - start),
@@ -287,7 +337,7 @@ def main() -> None:
         json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {"runs": []}
     )
 
-    own = run_config(budget, "all", 0, 1.0, args.out_dir).precision
+    own = run_config(budget, budget.runs[0][0], 0, 1.0, args.out_dir).precision
 
     def key(r: dict) -> tuple:  # a run of one precision is not a run of another
         return r["variant"], r["seed"], r.get("lr_scale", 1.0), r.get("precision", own)

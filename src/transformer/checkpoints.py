@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
-from torch import Tensor
+from torch import Tensor, nn
 
 from .config import TrainConfig, parse_model_config
 from .corpora import split_pairs_for
@@ -35,8 +35,7 @@ from transformer.files import (
     read_regular_file,
 )
 from .memory import check_device, check_fits
-from .model import Transformer
-from .modern import ModelConfig
+from .decoder_only import ArchitectureConfig, build_model
 from .tokenizer import Tokenizer
 
 # %% ../../notebooks/93_checkpoints.ipynb #c15c13eb
@@ -241,7 +240,7 @@ def resumable_checkpoint(checkpoints: Path) -> Path | None:
 MODEL_FORMAT = 1
 
 
-def save_model_files(model: Transformer, folder: Path) -> None:
+def save_model_files(model: nn.Module, folder: Path) -> None:
     """model.safetensors, whose metadata repeats the model config (tying the
     weights to it), and model_config.json (its format, then the settings): the model's
     part of a checkpoint or of a shipped model's folder."""
@@ -257,7 +256,7 @@ def save_model_files(model: Transformer, folder: Path) -> None:
 def save_checkpoint(
     directory: Path,
     *,
-    model: Transformer,
+    model: nn.Module,
     train_config: TrainConfig,
     tokenizer_files: dict[str, Path],
     state: dict,
@@ -303,7 +302,7 @@ def prune_checkpoints(checkpoints: Path, keep_last: int) -> None:
 class Checkpoint:
     """A trained model with what it needs to translate: its tokenizers and configs."""
 
-    model: Transformer
+    model: nn.Module
     src_tokenizer: Tokenizer
     tgt_tokenizer: Tokenizer
     train_config: TrainConfig
@@ -363,7 +362,7 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-def _read_model_config(directory: Path) -> ModelConfig:
+def _read_model_config(directory: Path) -> ArchitectureConfig:
     path = directory / "model_config.json"
     settings = _read_json(path)
     version = settings.pop("format", 1)  # no "format": written before there was one
@@ -456,7 +455,7 @@ def _sizes_in(stored: dict) -> dict[str, int]:
     return sizes
 
 
-def _check_stored(stored: dict, config: ModelConfig, path: Path) -> None:
+def _check_stored(stored: dict, config: ArchitectureConfig, path: Path) -> None:
     """Refuse weights that are not floating point, or whose sizes are
     not those of model_config.json."""
     for name, (dtype, _) in stored.items():
@@ -478,7 +477,7 @@ def _check_stored(stored: dict, config: ModelConfig, path: Path) -> None:
 
 
 def load_weights(
-    model: Transformer, path: Path, device: str | torch.device = "cpu"
+    model: nn.Module, path: Path, device: str | torch.device = "cpu"
 ) -> None:
     """Load a safetensors file into `model`, after checking that it holds
     this model's weights, all finite."""
@@ -559,7 +558,7 @@ def load_tokenizers(
     return (tokenizers[0], tokenizers[0]) if shared else (tokenizers[0], tokenizers[1])
 
 
-def model_bytes(config: ModelConfig) -> int:
+def model_bytes(config: ArchitectureConfig) -> int:
     """Bytes of a model's weights and buffers in float32, counted on the
     meta device: nothing is allocated.
 
@@ -573,21 +572,23 @@ def model_bytes(config: ModelConfig) -> int:
             config, num_encoder_layers=encoder_layers, num_decoder_layers=decoder_layers
         )
         with torch.device("meta"):
-            model = Transformer(small)
+            model = build_model(small)
         return sum(t.numel() * 4 for t in (*model.parameters(), *model.buffers()))
 
-    base = counted(1, 1)
-    per_encoder_layer, per_decoder_layer = counted(2, 1) - base, counted(1, 2) - base
+    e = min(config.num_encoder_layers, 1)  # 0: a decoder-only model (chapter 18)
+    base = counted(e, 1)
+    per_encoder_layer = counted(2, 1) - base if e else 0
+    per_decoder_layer = counted(e, 2) - base
     return (
         base
-        + (config.num_encoder_layers - 1) * per_encoder_layer
+        + (config.num_encoder_layers - e) * per_encoder_layer
         + (config.num_decoder_layers - 1) * per_decoder_layer
     )
 
 
 def _check_config_is_the_saved_one(
     directory: Path,
-    config: ModelConfig,
+    config: ArchitectureConfig,
     train_config: TrainConfig,
     device: str | torch.device,
 ) -> None:
@@ -679,7 +680,7 @@ def load_checkpoint(
                 "weights were trained with; copy the one saved with them"
             )
     _check_config_is_the_saved_one(directory, model_config, train_config, device)
-    model = Transformer(model_config)
+    model = build_model(model_config)
     load_weights(model, directory / "model.safetensors", device)
     return Checkpoint(
         model.to(device).eval(), src_tok, tgt_tok, train_config, directory

@@ -20,7 +20,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from .corpora import MULTI30K_SPLITS
 from .errors import ConfigError
 from .files import read_regular_file
-from .modern import ModelConfig
+from .decoder_only import ArchitectureConfig
 
 # %% ../../notebooks/92_configuration.ipynb #82236b93
 # an unknown key or a wrong type is an error, never a guess
@@ -105,7 +105,7 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
     # a tuple too short: report the whole field
     loc = e["loc"][:-1] if e["type"] == "missing" else e["loc"]
     where, tp = _locate(cls, loc, prefix)
-    # a setting without a default (ModelConfig's)
+    # a setting without a default (ArchitectureConfig's)
     if dataclasses.is_dataclass(tp) and e["type"] == "missing":
         return ConfigError(
             f"setting {e['loc'][-1]!r} is missing" + (f" in [{where}]" if where else "")
@@ -202,7 +202,7 @@ _SET_BY_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id")
 def _strict_copy(cls, name: str, doc: str, leave_out: tuple[str, ...] = ()) -> type:
     """`cls`'s settings (but `leave_out`), with their defaults, in a dataclass that
     pydantic checks strictly: unknown keys are errors, which a plain dataclass such as
-    `ModelConfig` does not make them."""
+    `ArchitectureConfig` does not make them."""
     hints = typing.get_type_hints(cls)
     copy = dataclasses.make_dataclass(
         name,
@@ -220,23 +220,26 @@ def _strict_copy(cls, name: str, doc: str, leave_out: tuple[str, ...] = ()) -> t
 
 
 ModelSettings = _strict_copy(
-    ModelConfig,
+    ArchitectureConfig,
     "ModelSettings",
-    "The [model] section: `ModelConfig`'s settings, without the vocabulary sizes and "
+    "The [model] section: `ArchitectureConfig`'s settings, without the vocabulary sizes "
+    "and "
     "pad_id, which come from the tokenizer.",
     leave_out=_SET_BY_TOKENIZER,
 )
 _ModelFile = _strict_copy(
-    ModelConfig, "ModelFile", "A model folder's model_config.json: every setting."
+    ArchitectureConfig,
+    "ModelFile",
+    "A model folder's model_config.json: every setting.",
 )
 
 
-def parse_model_config(data, where: str = "") -> ModelConfig:
-    """A saved `model_config.json` as a `ModelConfig`, checked as strictly as a
+def parse_model_config(data, where: str = "") -> ArchitectureConfig:
+    """A saved `model_config.json` as a `ArchitectureConfig`, checked as strictly as a
     config file: types, choices, no unknown setting, then the model's own rules."""
     settings = dataclasses.asdict(parse_config(_ModelFile, data, where))
     try:
-        return ModelConfig(**settings)
+        return ArchitectureConfig(**settings)
     except ValueError as e:
         raise ConfigError(str(e)) from None
 
@@ -266,9 +269,9 @@ class TrainConfig:
     saved as JSON in every checkpoint.
 
     Top-level settings describe the run; `[data]` is a `DataConfig`, `[optim]` an
-    `OptimConfig`, and `[model]` a `ModelSettings`: `ModelConfig`'s fields but the
-    vocabulary sizes and `pad_id`, which come from the tokenizer. Unknown keys are
-    errors, not silently ignored.
+    `OptimConfig`, and `[model]` a `ModelSettings`: `ArchitectureConfig`'s fields but
+    the vocabulary sizes and `pad_id`, which come from the tokenizer. Unknown keys
+    are errors, not silently ignored.
     """
 
     __pydantic_config__ = _STRICT
@@ -547,11 +550,11 @@ class TrainConfig:
         except ValueError as e:
             raise ConfigError(f"model.{e}") from None
 
-    def largest_model(self) -> ModelConfig:
+    def largest_model(self) -> ArchitectureConfig:
         """The model `[model]` describes, with the largest
         vocabularies the run's tokenizers can get."""
         d = self.data
-        return ModelConfig(
+        return ArchitectureConfig(
             src_vocab_size=d.vocab_size,
             tgt_vocab_size=d.tgt_vocab_size or d.vocab_size,
             **dataclasses.asdict(self.model),

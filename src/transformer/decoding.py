@@ -21,7 +21,6 @@ from .errors import CheckpointError, InputError
 from .files import read_regular_file
 from .memory import check_fits
 from .model import Transformer, evaluating
-from .multihead import KVCache
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 # %% ../../notebooks/11_decoding.ipynb #04433e67
@@ -90,7 +89,7 @@ def _real(x) -> bool:
 # %% ../../notebooks/11_decoding.ipynb #888f19d9
 class DecoderSteps:
     """The decoder's side of a search: the encoder output, and a `KVCache`
-    (chapter 03) when `use_cache`.
+    (chapter 03) when `use_cache`, the one `model.new_cache(memory)` starts from.
 
     `step(ys)` turns the prefixes ys (B, t) into the log-probabilities of their next
     token (B, |V|). Without the cache it decodes all t positions again at every step
@@ -107,7 +106,9 @@ class DecoderSteps:
     ):
         # memory (B, S, D), src_mask (B, 1, 1, S)
         self.model, self.memory, self.src_mask = model, memory, src_mask
-        self.cache = KVCache() if use_cache else None
+        # empty for chapter 08's model; chapter 18's starts with its source's
+        self.cache = model.new_cache(memory) if use_cache else None
+        self.fed = 0  # target tokens that went through the decoder with the cache
 
     def step(self, ys: Tensor) -> Tensor:
         """ys (B, t): BOS and the tokens so far -> log-probabilities
@@ -118,13 +119,14 @@ class DecoderSteps:
             h = m.decode(ys, self.memory, self.src_mask, m.make_tgt_mask(ys))
             # (B, |V|): only the last position is used
             return _log_probs(m.generator(h[:, -1]))
-        if ys.shape[1] != self.cache.length + 1:
+        if ys.shape[1] != self.fed + 1:
             raise ValueError(
-                f"the cache holds {self.cache.length} tokens, so ys must have "
-                f"{self.cache.length + 1} columns, got {ys.shape[1]}"
+                f"the cache holds {self.fed} target tokens, so ys must have "
+                f"{self.fed + 1} columns, got {ys.shape[1]}"
             )
         # (B, 1, D): the new token
         h = m.decode(ys[:, -1:], self.memory, self.src_mask, None, cache=self.cache)
+        self.fed += 1
         return _log_probs(m.generator(h[:, 0]))  # (B, |V|)
 
     def select(self, rows: Tensor, same_sources: bool = False) -> None:
@@ -216,6 +218,7 @@ def greedy_decode(
     max_len_a: float = 1.5,
     max_len_b: int = 10,
     use_cache: bool = True,
+    pick: Callable[[Tensor], Tensor] | None = None,
 ) -> list[Hypothesis]:
     """Translate a batch by always taking the most probable next token:
     src (B, S) -> B hypotheses.
@@ -223,7 +226,8 @@ def greedy_decode(
     The notes' loop for B sentences at once: encode once, start from BOS ("$"), append
     the argmax until EOS ("#"). A sentence that has produced EOS (or reached a * S_i + b
     tokens) leaves the batch, so finished sentences stop growing and padding never
-    enters the decoder.
+    enters the decoder. `pick` (log-probabilities (b, |V|) -> tokens (b,)) chooses
+    the next token otherwise: chapter 18 samples it.
     """
     _check_src(model, src)
     B = src.shape[0]
@@ -240,9 +244,10 @@ def greedy_decode(
     with evaluating(model):
         state = _start(model, src, use_cache)
         while len(rows):
-            # (b,), (b,): the most probable next token
-            best, token = state.step(ys).max(-1)
-            log_prob += best.double()
+            logp = state.step(ys)  # (b, |V|)
+            # (b,): the most probable next token, or the one `pick` chose
+            token = logp.argmax(-1) if pick is None else pick(logp)
+            log_prob += logp.gather(-1, token[:, None])[:, 0].double()
             ys = torch.cat([ys, token[:, None]], dim=1)  # (b, t + 1)
             ended = token == EOS_ID
             done = ended | (ys.shape[1] - 1 >= limits[rows])  # (b,)

@@ -68,7 +68,9 @@ class PositionalEncoding(nn.Module):
     """(B, L, D) -> (B, L, D): adds PE rows offset .. offset+L-1 (sinusoidal, fixed),
     then dropout.
 
-    `offset` lets incremental decoding give a new token at position t the encoding of t.
+    `offset` lets incremental decoding give a new token at position t the encoding of t;
+    a tensor of B offsets gives each row its own first position (chapter 18's
+    decoder-only model, whose outputs follow sources of different lengths).
     """
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
@@ -78,16 +80,24 @@ class PositionalEncoding(nn.Module):
         )  # (max_len, D)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         L = x.shape[1]
-        if offset < 0:
+        first, last = (
+            (int(offset.min()), int(offset.max()))
+            if torch.is_tensor(offset)
+            else (offset, offset)
+        )
+        if first < 0:
             raise ValueError(
-                f"offset={offset} must be >= 0: "
+                f"offset={first} must be >= 0: "
                 "it is the position of the first token in x"
             )
-        if offset + L > self.pe.shape[0]:
+        if last + L > self.pe.shape[0]:
             raise ValueError(
-                f"positions up to {offset + L - 1} requested but the table stops at "
+                f"positions up to {last + L - 1} requested but the table stops at "
                 f"max_len-1={self.pe.shape[0] - 1}: raise max_len in the config"
             )
+        if torch.is_tensor(offset):  # row b: positions offset[b] .. offset[b] + L - 1
+            rows = offset[:, None] + torch.arange(L, device=x.device)  # (B, L)
+            return self.dropout(x + self.pe[rows])  # (B, L, D) + (B, L, D)
         return self.dropout(x + self.pe[offset : offset + L])  # (B, L, D) + (L, D)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .embedding import PositionalEncoding
-from .multihead import MultiHeadAttention, copy_weights_from_torch
+from .multihead import KVCache, MultiHeadAttention, copy_weights_from_torch
 
 # %% ../../notebooks/06_encoder.ipynb #5612c9d7
 class FeedForward(nn.Module):
@@ -70,7 +70,9 @@ class EncoderLayer(nn.Module):
     (B, h, S, S) -> (B, S, D).
     norm_first=False is the paper's LN(x + Sublayer(x)); True is x + Sublayer(LN(x)),
     which keeps an identity path through the whole stack. `parts` says what the
-    attention, feed-forward and norms are made with.
+    attention, feed-forward and norms are made with. With `cache` (a `KVCache`), x holds
+    only new positions and the attention also reads the keys and values of earlier
+    calls: chapter 18's decoder-only model is a stack of these layers.
     """
 
     def __init__(
@@ -90,14 +92,16 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None
+    ) -> Tensor:
         if self.norm_first:  # pre-norm: x + Sublayer(LN(x))
-            x_norm = self.norm1(x)  # (B, S, D)
-            # (B, S, D)
-            x = x + self.dropout(self.self_attn(x_norm, x_norm, x_norm, mask))
+            y = self.norm1(x)  # (B, S, D)
+            x = x + self.dropout(self.self_attn(y, y, y, mask, cache=cache))
             return x + self.dropout(self.feed_forward(self.norm2(x)))  # (B, S, D)
         # post-norm, as in the paper: LN(x + Sublayer(x))
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))  # (B, S, D)
+        # (B, S, D)
+        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask, cache=cache)))
         return self.norm2(x + self.dropout(self.feed_forward(x)))  # (B, S, D)
 
 # %% ../../notebooks/06_encoder.ipynb #9932f508
@@ -111,7 +115,8 @@ def layer_stack(make_layer: Callable[[], nn.Module], num_layers: int) -> nn.Modu
 
 class Encoder(nn.Module):
     """N encoder layers: X (B, S, D) -> C (B, S, D),
-    the encoded source the decoder attends to.
+    the encoded source the decoder attends to. (`cache` is for chapter 18, where a
+    causal mask turns this stack into a decoder-only model.)
 
     With norm_first=True a final norm closes the stack (pre-norm never normalises the
     residual stream itself); with the paper's post-norm every layer already ends in one.
@@ -134,9 +139,11 @@ class Encoder(nn.Module):
         )
         self.norm = parts.norm(d_model) if norm_first else nn.Identity()
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None
+    ) -> Tensor:
         for layer in self.layers:
-            x = layer(x, mask)  # (B, S, D)
+            x = layer(x, mask, cache)  # (B, S, D)
         return self.norm(x)  # (B, S, D)
 
 # %% ../../notebooks/06_encoder.ipynb #d7770562

@@ -179,6 +179,12 @@ def export_onnx(
     and then replaced whole. Returns out_dir."""
     out = Path(out_dir)
     checkpoint = load_translator(model, **load_options)
+    if checkpoint.model.config.num_encoder_layers == 0:
+        raise InputError(
+            f"{checkpoint.path} holds a decoder-only model (chapter 18), and the ONNX "
+            "export writes an encoder and a decoder step: translate it with "
+            "`transformer translate` instead"
+        )
     _check_out_dir(out, replace, Path(checkpoint.path))
     try:
         with atomic_folder(out, replace=True) as tmp:

@@ -42,8 +42,8 @@ from transformer.distributed import (
 from .loss import label_smoothed_loss
 from .memory import check_fits
 from .metrics import MetricsLog, epoch_sums, read_metrics
-from .model import Transformer, evaluating
-from .modern import ModelConfig
+from .model import evaluating
+from .decoder_only import ArchitectureConfig, build_model
 from .run_folder import previous_checkpoint, run_folder
 from .schedule import InverseSqrtSchedule, LinearDecaySchedule
 from .tokenizer import train_tokenizer
@@ -443,13 +443,13 @@ def _build_run_model(
 ) -> nn.Module:
     """The model [model] describes, seeded, with the checkpoint's weights if any."""
     torch.manual_seed(config.seed)
-    model_config = ModelConfig(
+    model_config = ArchitectureConfig(
         src_vocab_size=src_tok.vocab_size,
         tgt_vocab_size=tgt_tok.vocab_size,
         pad_id=tgt_tok.pad_id,
         **dataclasses.asdict(config.model),
     )
-    model = Transformer(model_config)
+    model = build_model(model_config)
     torch.manual_seed(config.seed + 1 + info.rank)  # dropout differs between processes
     if previous is not None:
         load_weights(model, previous / "model.safetensors")

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from .decoding import translate
+from .errors import InputError
 from .model import evaluating
 from .multihead import MultiHeadAttention
 from .tokenizer import BOS_ID
@@ -64,6 +65,11 @@ def attention_weights(model, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
     Padded keys get weight 0; rows of padded queries are meaningless and should
     be dropped by the caller.
     """
+    if model.config.num_encoder_layers == 0:
+        raise InputError(
+            "a decoder-only model (chapter 18) has one stack and no cross-attention: "
+            "read its blocks' `self_attn.last_weights` after a pass with need_weights"
+        )
     with evaluating(model), keeping_weights(model):
         model(src, tgt_in)
         return {
@@ -252,20 +258,29 @@ def ablation_bleu(
         ).score
 
 # %% ../../notebooks/14_seeing_attention.ipynb #8a799f72
-def _png(maps: AttentionMaps, kind: str, layer: int, head: int, dpi: int) -> bytes:
-    """One heatmap as PNG bytes, with a 64-colour palette to keep it small."""
+def _pngs(maps: AttentionMaps, kind: str, dpi: int) -> list[list[bytes]]:
+    """Every (layer, head) heatmap of one kind as PNG bytes, [layer][head], each with a
+    64-colour palette to keep it small. One figure, laid out once and drawn again with
+    each map's weights: the labels, and so the layout, are the same for all of them."""
     import matplotlib.pyplot as plt
     from PIL import Image
 
-    fig = plot_attention(maps, kind, layer, head, cell=0.2, fontsize=7)
+    fig = plot_attention(maps, kind, 0, 0, cell=0.2, fontsize=7)
     fig.axes[0].set_title("")
-    fig.suptitle(f"{KIND_NAMES[kind]}, layer {layer}, head {head}", fontsize=9)
-    raw = io.BytesIO()
-    fig.savefig(raw, format="png", dpi=dpi)
+    image, weights = fig.axes[0].images[0], maps.weights(kind)  # (N, h, T, S)
+    pngs = [[b""] * weights.shape[1] for _ in range(weights.shape[0])]
+    for i, j in ((i, j) for i in range(len(pngs)) for j in range(len(pngs[0]))):
+        image.set_data(weights[i, j].numpy())
+        fig.suptitle(f"{KIND_NAMES[kind]}, layer {i}, head {j}", fontsize=9)
+        raw = io.BytesIO()
+        fig.savefig(raw, format="png", dpi=dpi)
+        fig.set_layout_engine(None)  # keep the first drawing's layout
+        out = io.BytesIO()
+        picture = Image.open(raw).convert("RGB").quantize(64)
+        picture.save(out, format="png", optimize=True)
+        pngs[i][j] = out.getvalue()
     plt.close(fig)
-    out = io.BytesIO()
-    Image.open(raw).convert("RGB").quantize(64).save(out, format="png", optimize=True)
-    return out.getvalue()
+    return pngs
 
 
 def attention_explorer(checkpoint, sentences, *, dpi: int = 96):
@@ -337,19 +352,13 @@ def _pictures(maps: AttentionMaps, controls, links: list, dpi: int):
     import ipywidgets as W
 
     kind, layer, head = controls
-    N, h = len(layer.options), len(head.options)
     per_kind = [
         _linked_stack(
             [
                 _linked_stack(
-                    [
-                        W.Image(value=_png(maps, k, i, j, dpi), format="png")
-                        for j in range(h)
-                    ],
-                    head,
-                    links,
+                    [W.Image(value=png, format="png") for png in row], head, links
                 )
-                for i in range(N)
+                for row in _pngs(maps, k, dpi)
             ],
             layer,
             links,

@@ -1,0 +1,257 @@
+"""The decoder-only model (notebooks/18_decoder_only.ipynb): one stack reading `source BOS target`, its two
+source masks, padding that changes nothing, the cache, training and loading through the translator's code, and
+the settings it refuses."""
+
+import pytest
+import torch
+
+from transformer.checkpoints import load_checkpoint, model_bytes
+from transformer.decoder_only import (
+    ArchitectureConfig,
+    DecoderOnly,
+    build_model,
+    sample,
+)
+from transformer.decoding import DecoderSteps, beam_search, greedy_decode, translate
+from transformer.errors import ConfigError, InputError
+from transformer.masking import causal_mask
+from transformer.model import Transformer, evaluating
+from transformer.tokenizer import BOS_ID, PAD_ID
+
+V = 40
+
+
+def config(**changes) -> ArchitectureConfig:
+    settings = dict(
+        src_vocab_size=V,
+        tgt_vocab_size=V,
+        d_model=16,
+        num_heads=2,
+        num_encoder_layers=0,
+        num_decoder_layers=2,
+        d_ff=32,
+        dropout=0.0,
+        max_len=24,
+        pad_id=PAD_ID,
+        norm_first=True,
+        share_embeddings=True,
+    )
+    return ArchitectureConfig(**{**settings, **changes})
+
+
+def model(**changes) -> DecoderOnly:
+    torch.manual_seed(0)
+    return build_model(config(**changes)).eval()
+
+
+SRC = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, PAD_ID, PAD_ID]])
+TGT = torch.tensor([[BOS_ID, 13, 14, 15], [BOS_ID, 16, 17, PAD_ID]])
+
+
+@pytest.mark.parametrize("mask", ["causal", "prefix"])
+def test_a_later_target_token_never_changes_an_earlier_output(mask):
+    m = model(source_mask=mask)
+    out = m(SRC, TGT)
+    for t in range(1, TGT.shape[1]):
+        changed = TGT.clone()
+        changed[:, t] = 20
+        assert torch.equal(m(SRC, changed)[:, :t], out[:, :t])
+        assert not torch.allclose(m(SRC, changed)[0, t], out[0, t])
+
+
+@pytest.mark.parametrize("mask", ["causal", "prefix"])
+def test_padding_changes_no_logit_the_output_continues_each_rows_own_source(mask):
+    """Row 1 has 3 source tokens padded to 5 and 3 target tokens padded to 4: its logits are those of the row
+    alone, unpadded, so its target positions start after its own source, not after the batch's longest."""
+    m = model(source_mask=mask)
+    alone = m(SRC[1:, :3], TGT[1:, :3])
+    torch.testing.assert_close(m(SRC, TGT)[1, :3], alone[0], atol=1e-5, rtol=0)
+
+
+def test_the_prefix_mask_lets_a_source_position_read_later_source_tokens_and_the_causal_one_does_not():
+    """The first source position's keys in the second block depend on the last source token only when the
+    source is read as a prefix (bidirectionally)."""
+    changed = SRC.clone()
+    changed[0, 4] = 30
+    for mask, moves in (("causal", False), ("prefix", True)):
+        m = model(source_mask=mask)
+        second = m.decoder.layers[1].self_attn
+        keys = [
+            m.encode(s, m.make_src_mask(s)).cache.entries[second][0][0, :, 0]
+            for s in (SRC, changed)
+        ]
+        assert (not torch.allclose(*keys)) == moves, mask
+
+
+@pytest.mark.parametrize("mask", ["causal", "prefix"])
+def test_the_logits_are_those_of_one_sequence_source_bos_target_at_the_target_positions_only(
+    mask,
+):
+    """Translation as continuation: run `source BOS target` through the stack as one sequence with one mask
+    (causal, or bidirectional over the source), and the target positions' logits are the model's; the source
+    positions' predictions are not among them, so chapter 10's loss on tgt_out covers the target only."""
+    m = model(source_mask=mask)
+    src, tgt = SRC[:1], TGT[:1]
+    S, T = src.shape[1], tgt.shape[1]
+    allowed = causal_mask(S + T, src.device)  # (1, 1, L, L)
+    if mask == "prefix":
+        allowed = allowed.clone()
+        allowed[..., :S, :S] = True  # the source reads all of itself
+    sequence = torch.cat([src, tgt], dim=1)  # (1, S + T)
+    h = m.decoder(m.positional(m.tgt_embed(sequence)), allowed)
+    logits = m(src, tgt)
+    assert logits.shape == (1, T, V)
+    torch.testing.assert_close(logits, m.generator(h)[:, S:], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("mask", ["causal", "prefix"])
+def test_the_cache_gives_what_recomputing_gives_step_by_step_greedy_and_beam(mask):
+    m = model(source_mask=mask)
+    src_mask = m.make_src_mask(SRC)
+    memory = m.encode(SRC, src_mask)
+    cached = DecoderSteps(m, memory, src_mask, use_cache=True)
+    fresh = DecoderSteps(m, memory, src_mask, use_cache=False)
+    ys = TGT.masked_fill(TGT == PAD_ID, 18)  # what a search feeds: no padding
+    for t in range(1, ys.shape[1] + 1):
+        torch.testing.assert_close(
+            cached.step(ys[:, :t]), fresh.step(ys[:, :t]), atol=1e-5, rtol=0
+        )
+    assert [h.tokens for h in greedy_decode(m, SRC)] == [
+        h.tokens for h in greedy_decode(m, SRC, use_cache=False)
+    ]
+    assert [b[0].tokens for b in beam_search(m, SRC, beam_size=3)] == [
+        b[0].tokens for b in beam_search(m, SRC, beam_size=3, use_cache=False)
+    ]
+
+
+def test_a_sentence_decoded_in_a_batch_gets_what_it_gets_alone():
+    m = model()
+    together = greedy_decode(m, SRC)
+    alone = greedy_decode(m, SRC[1:, :3])
+    assert together[1].tokens == alone[0].tokens
+
+
+def test_an_output_as_long_as_max_len_after_a_source_as_long_as_max_len_has_positions():
+    """The position table holds 2 max_len rows: the longest source, then the longest output."""
+    m = model()
+    src = torch.randint(3, V, (1, m.config.max_len))
+    (hyp,) = greedy_decode(m, src, max_len_a=0, max_len_b=m.config.max_len)
+    assert len(hyp.tokens) <= m.config.max_len - 1
+
+
+def test_sampling_is_seeded_and_top_k_one_is_greedy():
+    m = model()
+    first = sample(m, SRC, temperature=1.0, generator=torch.Generator().manual_seed(3))
+    again = sample(m, SRC, temperature=1.0, generator=torch.Generator().manual_seed(3))
+    assert [h.tokens for h in first] == [h.tokens for h in again]
+    greedy = [h.tokens for h in greedy_decode(m, SRC)]
+    assert [h.tokens for h in sample(m, SRC, top_k=1)] == greedy
+    assert [h.tokens for h in sample(m, SRC, top_p=1e-9)] == greedy
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"share_embeddings": False}, "share_embeddings = true"),
+        ({"positions": "rotary"}, "positions = 'sinusoidal'"),
+        ({"source_mask": "bidirectional"}, "choose 'causal' or 'prefix'"),
+        ({"num_encoder_layers": -1}, "must be at least 0"),
+    ],
+)
+def test_a_config_the_decoder_only_model_cannot_have_is_refused_with_what_to_do(
+    changes, message
+):
+    with pytest.raises(ValueError, match=message):
+        config(**changes)
+
+
+def test_each_model_class_refuses_the_others_config_and_names_the_right_builder():
+    with pytest.raises(ValueError, match="build it with transformer.build_model"):
+        Transformer(config())
+    with pytest.raises(ValueError, match="build chapter 08's Transformer"):
+        DecoderOnly(config(num_encoder_layers=1))
+    assert isinstance(build_model(config(num_encoder_layers=1)), Transformer)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"temperature": 0.0}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"top_k": 0}, "top_k"),
+        ({"top_k": 1.5}, "top_k"),
+        ({"top_p": 0.0}, "top_p"),
+        ({"top_p": 1.5}, "top_p"),
+    ],
+)
+def test_sampling_settings_outside_their_range_are_refused(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        sample(model(), SRC, **kwargs)
+
+
+def test_bad_sources_are_refused_as_for_the_translator():
+    m = model()
+    with pytest.raises(InputError, match="outside the source vocabulary"):
+        greedy_decode(m, torch.tensor([[5, V + 3]]))
+    with pytest.raises(InputError, match="empty"):
+        greedy_decode(m, torch.tensor([[PAD_ID, PAD_ID]]))
+    with pytest.raises(InputError, match="src must be a"):
+        greedy_decode(m, SRC[0])
+
+
+def test_a_training_config_with_a_decoder_only_model_and_two_vocabularies_is_refused_before_training(
+    tiny_train_config, tmp_path
+):
+    with pytest.raises(ConfigError, match="share_embeddings"):
+        tiny_train_config(
+            tmp_path,
+            model__num_encoder_layers=0,
+            model__share_embeddings=False,
+            data__shared_vocab=False,
+        )
+
+
+def test_the_trainer_trains_saves_and_loads_it_and_translate_uses_it(
+    tiny_train_config, tmp_path, course_data
+):
+    from transformer.train import train
+
+    run = tiny_train_config(
+        tmp_path, model__num_encoder_layers=0, model__num_decoder_layers=2
+    )
+    train(run)
+    checkpoint = load_checkpoint(run.out_dir)
+    loaded = checkpoint.model
+    assert isinstance(loaded, DecoderOnly)
+    assert (loaded.config.num_encoder_layers, loaded.config.num_decoder_layers) == (
+        0,
+        2,
+    )
+    tensors = {id(t): t for t in [*loaded.parameters(), *loaded.buffers()]}
+    assert model_bytes(loaded.config) == 4 * sum(t.numel() for t in tensors.values())
+    again = load_checkpoint(run.out_dir).model
+    src = torch.tensor([[5, 6, 7]])
+    with evaluating(loaded), evaluating(again):
+        assert torch.equal(loaded(src, TGT[:1, :2]), again(src, TGT[:1, :2]))
+    (text,) = translate(checkpoint, ["Ein Hund läuft."])
+    assert isinstance(text, str)
+
+
+def test_the_attention_explorer_refuses_a_decoder_only_model_and_says_what_to_read():
+    from transformer.visualize import attention_weights
+
+    with pytest.raises(InputError, match="no cross-attention"):
+        attention_weights(model(), SRC, TGT)
+
+
+def test_the_onnx_export_refuses_a_decoder_only_checkpoint_before_writing_anything(
+    tiny_train_config, tmp_path, course_data
+):
+    from transformer.onnx_export import export_onnx
+    from transformer.train import train
+
+    run = tiny_train_config(tmp_path, model__num_encoder_layers=0, optim__epochs=1)
+    train(run)
+    with pytest.raises(InputError, match="decoder-only model"):
+        export_onnx(run.out_dir, tmp_path / "onnx")
+    assert not (tmp_path / "onnx").exists()
