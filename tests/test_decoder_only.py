@@ -255,3 +255,44 @@ def test_the_onnx_export_refuses_a_decoder_only_checkpoint_before_writing_anythi
     with pytest.raises(InputError, match="decoder-only model"):
         export_onnx(run.out_dir, tmp_path / "onnx")
     assert not (tmp_path / "onnx").exists()
+
+
+def test_build_model_applies_the_decoder_only_rules_to_any_config_and_source_mask_needs_no_encoder():
+    from transformer.modern import ModelConfig
+
+    plain = dict(
+        src_vocab_size=V,
+        tgt_vocab_size=V,
+        d_model=16,
+        num_heads=2,
+        num_encoder_layers=0,
+        share_embeddings=True,
+    )
+    assert isinstance(build_model(ModelConfig(**plain)), DecoderOnly)
+    with pytest.raises(ValueError, match="positions = 'sinusoidal'"):
+        build_model(ModelConfig(**plain, positions="rotary"))
+    with pytest.raises(ValueError, match="an encoder always sees its whole source"):
+        config(num_encoder_layers=1, source_mask="prefix")
+
+
+def test_top_p_keeps_every_token_as_probable_as_the_last_one_it_needs():
+    from transformer.decoder_only import sampling_distribution
+
+    log_p = torch.tensor([[0.4, 0.3, 0.3]]).log()
+    torch.testing.assert_close(
+        sampling_distribution(log_p, top_p=0.6), torch.tensor([[0.4, 0.3, 0.3]])
+    )
+    log_p = torch.tensor([[0.5, 0.2, 0.2, 0.1]]).log()
+    torch.testing.assert_close(
+        sampling_distribution(log_p, top_k=2, top_p=0.7),
+        torch.tensor([[5 / 9, 2 / 9, 2 / 9, 0.0]]),
+    )
+
+
+def test_decoding_with_a_cache_that_lacks_the_source_says_how_to_start_it():
+    from transformer.multihead import KVCache
+
+    m = model()
+    src_mask = m.make_src_mask(SRC)
+    with pytest.raises(ValueError, match="model.new_cache"):
+        m.decode(TGT[:, :1], m.encode(SRC, src_mask), src_mask, None, cache=KVCache())

@@ -218,3 +218,51 @@ def test_gqa_decoding_measures_the_shipped_shape_and_a_cache_of_the_formulas_siz
             == formula["self_attention"] + formula["cross_attention"]
         )
         assert 0 < result["last_quarter_seconds"] <= result["seconds"]
+
+
+def test_modern_block_runs_decoder_only_budget_changes_only_the_architecture(
+    tmp_path,
+):
+    tool = load_tool("modern_block_runs")
+    budget = tool.BUDGETS["decoder_only"]
+    pair = tool.run_config(budget, "encoder_decoder", 0, 1.0, tmp_path)
+    small = tool.run_config(tool.BUDGETS["small"], "baseline", 0, 1.0, tmp_path)
+    assert pair.model == small.model and pair.optim == small.optim
+    assert pair.data == small.data
+    for mask in ("causal", "prefix"):
+        alone = tool.run_config(budget, mask, 1, 1.0, tmp_path)
+        layers = alone.model.num_encoder_layers, alone.model.num_decoder_layers
+        assert layers == (0, 5)
+        assert alone.model.source_mask == mask and alone.optim == small.optim
+        assert Path(alone.out_dir).name == f"{mask}-s1"
+    runs = {(v, s) for v, s, _ in budget.runs}
+    assert runs == {(v, s) for v in tool.DECODER_ONLY for s in range(3)}
+    assert json.loads(tool.SHIPPED_DECODING.read_text())["beam_size"] > 1
+
+
+def test_decoder_only_speed_builds_the_runs_shapes_and_counts_the_source_in_one_sequence():
+    import torch
+
+    tool = load_tool("decoder_only_speed")
+    runs = load_tool("modern_block_runs")
+    pair, alone = tool.build("encoder-decoder"), tool.build("causal")
+    assert len(pair.encoder.layers) == runs.SHAPE["num_encoder_layers"]
+    blocks = runs.DECODER_ONLY["causal"]["num_decoder_layers"]
+    assert len(alone.decoder.layers) == blocks
+    assert tool.build("prefix").config.source_mask == "prefix"
+    # the decoder-only model runs 2L positions through 5 blocks: more arithmetic
+    assert tool.multiply_adds("causal") > tool.multiply_adds("encoder-decoder")
+    src = torch.randint(4, tool.VOCAB, (2, 5))
+    result = tool.generate(alone, src)
+    D, blocks, positions = 128, 5, 5 + tool.STEPS  # the last token is not fed
+    assert result["cache_bytes"] == 2 * blocks * 2 * positions * D * 4
+
+
+def test_english_lm_cuts_each_sentence_into_a_prompt_of_one_to_three_words_and_the_rest():
+    tool = load_tool("english_lm")
+    sentences = ["A dog runs .", "Two men", "Hello", "A man in a red shirt sings ."]
+    pairs = tool.continuation_pairs(sentences, seed=0)
+    assert len(pairs) == 3  # one word cannot be cut
+    for (prompt, rest), s in zip(pairs, [sentences[0], sentences[1], sentences[3]]):
+        assert f"{prompt} {rest}" == s and 1 <= len(prompt.split()) <= 3 and rest
+    assert tool.continuation_pairs(sentences, seed=0) == pairs

@@ -14,8 +14,9 @@ Training: one step (forward, loss on the target, backward) on one batch of B = 6
 most probable token each time, never stopping early, so every model produces the same number of tokens); the
 source is encoded once inside the timing. After one unmeasured round, the models run one after another within
 each repeat, in one process, on one thread, in an order that turns from repeat to repeat; the ratios are
-the medians of ratios taken within each repeat (the encoder-decoder's speed over the other's), with their
-range. Also counted: the multiply-adds per target token of each model (the source's share included), and the
+the medians of ratios taken within each repeat (a model's speed over the encoder-decoder's: below 1 is slower), with their
+range. Also counted: the multiply-adds of the layers per target token of a training pass (the source's share
+included; the output layer's D x |V|, the same for every model, left out), and the
 bytes the cache holds at the end of generation.
 """
 
@@ -162,7 +163,7 @@ def main() -> None:
         result["models"][name] = {
             **MODELS[name],
             "parameters": sum(p.numel() for p in models[name].parameters()),
-            "multiply_adds_per_target_token": multiply_adds(name),
+            "layer_multiply_adds_per_target_token": multiply_adds(name),
             "train_step_ms": round(
                 1000 * statistics.median(x["train_step_s"] for x in r), 2
             ),

@@ -36,6 +36,7 @@ from transformer.visualize import AttentionMaps, attention_maps, plot_attention
 from transformer.modern import ModelConfig, RMSNorm, RotaryPositions, SwiGLU
 from transformer.attention_cost import kv_cache_bytes, tiled_attention
 from transformer.onnx_export import OnnxTranslator, export_onnx
+from transformer.decoder_only import ArchitectureConfig, DecoderOnly, build_model, sample
 
 __all__ = [
     "attention", "MultiHeadAttention", "causal_mask", "padding_mask",
@@ -49,5 +50,6 @@ __all__ = [
     "corpus_bleu", "corpus_chrf", "evaluate_pairs", "evaluate_checkpoint",
     "attention_maps", "AttentionMaps", "plot_attention", "export_onnx", "OnnxTranslator",
     "ModelConfig", "RMSNorm", "RotaryPositions", "SwiGLU", "tiled_attention", "kv_cache_bytes",
+    "ArchitectureConfig", "DecoderOnly", "build_model", "sample",
     "TransformerError", "ConfigError", "CorpusError", "CheckpointError", "InputError",
 ]

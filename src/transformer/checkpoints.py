@@ -3,8 +3,8 @@
 # %% auto #0
 __all__ = ['MODEL_FORMAT', 'save_training_state', 'load_training_state', 'latest_checkpoint', 'checkpoint_problem',
            'resumable_checkpoint', 'save_model_files', 'save_checkpoint', 'prune_checkpoints', 'Checkpoint',
-           'resolve_checkpoint', 'read_train_config', 'load_weights', 'load_tokenizers', 'model_bytes',
-           'load_checkpoint']
+           'resolve_checkpoint', 'read_model_config', 'read_train_config', 'load_weights', 'load_tokenizers',
+           'model_bytes', 'load_checkpoint']
 
 # %% ../../notebooks/93_checkpoints.ipynb #6c507b69
 import dataclasses
@@ -362,7 +362,7 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-def _read_model_config(directory: Path) -> ArchitectureConfig:
+def read_model_config(directory: Path) -> ArchitectureConfig:
     path = directory / "model_config.json"
     settings = _read_json(path)
     version = settings.pop("format", 1)  # no "format": written before there was one
@@ -661,7 +661,7 @@ def load_checkpoint(
         )
     device = check_device(device)
     directory = resolve_checkpoint(path, pointer)
-    model_config = _read_model_config(directory)
+    model_config = read_model_config(directory)
     train_config = read_train_config(directory)
     _check_stored(
         _stored_tensors(directory / "model.safetensors"),

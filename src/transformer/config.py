@@ -222,9 +222,8 @@ def _strict_copy(cls, name: str, doc: str, leave_out: tuple[str, ...] = ()) -> t
 ModelSettings = _strict_copy(
     ArchitectureConfig,
     "ModelSettings",
-    "The [model] section: `ArchitectureConfig`'s settings, without the vocabulary sizes "
-    "and "
-    "pad_id, which come from the tokenizer.",
+    "The [model] section: `ArchitectureConfig`'s settings, without the vocabulary "
+    "sizes and pad_id, which come from the tokenizer.",
     leave_out=_SET_BY_TOKENIZER,
 )
 _ModelFile = _strict_copy(

@@ -44,6 +44,12 @@ class ArchitectureConfig(ModelConfig):
             )
         if self.num_encoder_layers == 0:
             _check_decoder_only(self)
+        elif self.source_mask != "causal":
+            raise ValueError(
+                f"source_mask={self.source_mask!r} is a setting of the decoder-only "
+                "model (num_encoder_layers = 0); an encoder always sees its whole "
+                "source"
+            )
 
 
 def _check_decoder_only(c: ArchitectureConfig) -> None:
@@ -73,20 +79,23 @@ class Source:
     cache: KVCache
     lengths: Tensor  # (B,)
     hidden: Tensor  # (B, S, D)
+    rows: Tensor | None = None  # the cache's rows each row reads; None: its own
 
     def grown(self) -> KVCache:
         """A cache that starts with the source's keys and values and grows with the
         target: the source's own is never changed."""
         cache = KVCache()
         cache.entries.update(self.cache.entries)
+        if self.rows is not None:
+            cache.select(self.rows)
         return cache
 
     def __getitem__(self, rows: Tensor) -> "Source":
         """Rows `rows` (R,) of the batch: a search drops finished sentences and
-        repeats a source for its beams."""
-        cache = self.grown()
-        cache.select(rows)
-        return Source(cache, self.lengths[rows], self.hidden[rows])
+        repeats a source for its beams. The keys and values are not copied until a
+        cache is grown from them."""
+        kept = rows if self.rows is None else self.rows[rows]
+        return Source(self.cache, self.lengths[rows], self.hidden[rows], kept)
 
 
 class DecoderOnly(nn.Module):
@@ -100,9 +109,11 @@ class DecoderOnly(nn.Module):
     without its cross-attention. Target positions see the real source positions and
     the target positions up to their own; source positions see earlier source
     positions (`source_mask = "causal"`) or all of them (`"prefix"`). `encode` and
-    `decode` keep chapter 08's protocol, so chapter 11's searches run unchanged:
-    `encode` runs the source through the stack once and returns its keys and values
-    (a `Source`), the "memory" that `decode` continues.
+    `decode` keep chapter 08's protocol, so chapter 11's searches run it: `encode`
+    runs the source through the stack once and returns its keys and values (a
+    `Source`), the "memory" that `decode` continues, and `new_cache` starts a search's
+    cache with them. (The stack is called `decoder` because it does the decoder's
+    job; its class is chapter 06's stack.)
     """
 
     def __init__(self, config: ArchitectureConfig, parts: Parts | None = None):
@@ -140,7 +151,7 @@ class DecoderOnly(nn.Module):
         cache = KVCache()
         lengths = src_mask.reshape(src.shape).sum(-1)  # (B,)
         x = self.positional(self.tgt_embed(src))  # (B, S, D)
-        if src.shape[1]:  # an empty source (a language model) leaves the cache empty
+        if src.shape[1]:  # empty (forward only; the searches refuse it): no keys
             mask = src_mask
             if self.config.source_mask == "causal":
                 mask = mask & causal_mask(src.shape[1], src.device)  # (B, 1, S, S)
@@ -158,8 +169,14 @@ class DecoderOnly(nn.Module):
         """(B, T) target ids continuing the sources in `memory` -> (B, T, D).
 
         Without `cache` the whole target is run (training, the slow reference of
-        chapter 11); with the cache `new_cache` made, `tgt` holds only new tokens."""
+        chapter 11); with the cache `new_cache` made, `tgt` holds only new tokens, and
+        `tgt_mask` is None (the new tokens are not padding)."""
         S = src_mask.shape[-1]
+        if cache is not None and cache.length < S:
+            raise ValueError(
+                "start the cache with model.new_cache(memory): it holds the source's "
+                "keys and values, which the target's follow"
+            )
         fed = 0 if cache is None else cache.length - S  # target tokens already in
         cache = memory.grown() if cache is None else cache
         B, T = tgt.shape
@@ -202,6 +219,8 @@ def build_model(config: ModelConfig, parts: Parts | None = None) -> nn.Module:
     """The model `config` describes: chapter 08's encoder-decoder, or with
     `num_encoder_layers = 0` the decoder-only model."""
     if config.num_encoder_layers == 0:
+        if not isinstance(config, ArchitectureConfig):  # its rules, then its defaults
+            config = ArchitectureConfig(**dataclasses.asdict(config))
         return DecoderOnly(config, parts)
     return Transformer(config, parts)
 
@@ -215,7 +234,8 @@ def sampling_distribution(
     """The model's next-token log-probabilities (B, |V|) -> the probabilities a sampler
     draws from (B, |V|): divided by `temperature` before the softmax, then cut to the
     `top_k` most probable tokens (ties with the k-th kept), then to the fewest most
-    probable tokens whose probability reaches `top_p` (the nucleus), then renormalised.
+    probable tokens whose share of what is left reaches `top_p` (the nucleus; ties
+    with the last one kept), then renormalised.
     """
     _check_sampling(temperature, top_k, top_p)
     p = (log_probs / temperature).softmax(-1)  # (B, |V|)
@@ -223,11 +243,13 @@ def sampling_distribution(
         kth = p.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
         p = p.masked_fill(p < kth, 0.0)
     if top_p < 1.0:
-        ranked, order = p.sort(dim=-1, descending=True)  # (B, |V|) each
+        ranked = p.sort(dim=-1, descending=True).values  # (B, |V|)
         before = ranked.cumsum(-1) - ranked  # the mass of the more probable tokens
-        # a token stays while the ones before it hold less than top_p of the mass
+        # a token stays while the ones before it hold less than top_p of what is left
         kept = before < top_p * ranked.sum(-1, keepdim=True)
-        p = torch.zeros_like(p).scatter(-1, order, ranked * kept)
+        # the least probable token kept; every token as probable stays too (ties)
+        least = ranked.masked_fill(~kept, math.inf).amin(-1, keepdim=True)  # (B, 1)
+        p = p.masked_fill(p < least, 0.0)
     return p / p.sum(-1, keepdim=True)
 
 

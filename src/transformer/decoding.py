@@ -94,7 +94,7 @@ class DecoderSteps:
     `step(ys)` turns the prefixes ys (B, t) into the log-probabilities of their next
     token (B, |V|). Without the cache it decodes all t positions again at every step
     (the slow reference); with it only the newest token goes through the decoder, at
-    position t - 1, and reads the earlier positions' keys and values.
+    target position t - 1, and reads the earlier positions' keys and values.
     """
 
     def __init__(
@@ -104,7 +104,8 @@ class DecoderSteps:
         src_mask: Tensor,
         use_cache: bool = True,
     ):
-        # memory (B, S, D), src_mask (B, 1, 1, S)
+        # memory: the encoder output (B, S, D), or what chapter 18's model keeps of
+        # the source; src_mask (B, 1, 1, S)
         self.model, self.memory, self.src_mask = model, memory, src_mask
         # empty for chapter 08's model; chapter 18's starts with its source's
         self.cache = model.new_cache(memory) if use_cache else None

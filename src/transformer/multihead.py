@@ -151,8 +151,9 @@ class KVCache:
 
     @property
     def length(self) -> int:
-        """Target positions fed so far (0 before the first call): the next one is at
-        this position."""
+        """Positions a self-attention entry holds (0 before the first call): the
+        target positions fed so far, and for chapter 18's decoder-only model the
+        source's before them."""
         return next(
             (
                 K.shape[2]
