@@ -194,8 +194,8 @@ def test_gqa_decoding_measures_the_shipped_shape_and_a_cache_of_the_formulas_siz
 
     from transformer.attention_cost import kv_cache_bytes
     from transformer.config import TrainConfig
+    from transformer.decoder_only import ArchitectureConfig
     from transformer.model import Transformer
-    from transformer.modern import ModelConfig
 
     tool = load_tool("gqa_decoding")
     shape = tool.shipped_shape()
@@ -207,7 +207,7 @@ def test_gqa_decoding_measures_the_shipped_shape_and_a_cache_of_the_formulas_siz
     small = {**shape, "d_model": 32, "d_ff": 64, "src_vocab_size": 50}
     small["tgt_vocab_size"] = 50
     for kv in (4, 1):
-        config = ModelConfig(**{**small, "kv_heads": kv})
+        config = ArchitectureConfig(**{**small, "kv_heads": kv})
         torch.manual_seed(0)
         model = Transformer(config).eval()
         src = torch.randint(4, 50, (2, 5))

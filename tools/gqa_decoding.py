@@ -67,7 +67,7 @@ def decode(model, src, steps: int) -> dict:
 
 def shipped_shape() -> dict:
     """The [model] settings and vocabulary of the shipped German->English config, as
-    `ModelConfig` keywords, without dropout."""
+    `ArchitectureConfig` keywords, without dropout."""
     import dataclasses
 
     from transformer.config import TrainConfig
@@ -110,7 +110,7 @@ def main() -> None:
 
     from transformer.files import atomic_write_bytes
     from transformer.model import Transformer
-    from transformer.modern import ModelConfig
+    from transformer.decoder_only import ArchitectureConfig
     from transformer.train import cpu_name
 
     parser = argparse.ArgumentParser(
@@ -124,7 +124,7 @@ def main() -> None:
     for kv in KV_HEADS:
         torch.manual_seed(0)
         max_len = max(args.steps, SOURCE_LEN) + 1
-        config = ModelConfig(**{**shape, "kv_heads": kv, "max_len": max_len})
+        config = ArchitectureConfig(**{**shape, "kv_heads": kv, "max_len": max_len})
         models[kv] = Transformer(config).eval()
     vocab = shape["src_vocab_size"]
     src = torch.randint(

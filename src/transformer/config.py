@@ -201,8 +201,8 @@ _SET_BY_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id")
 
 def _strict_copy(cls, name: str, doc: str, leave_out: tuple[str, ...] = ()) -> type:
     """`cls`'s settings (but `leave_out`), with their defaults, in a dataclass that
-    pydantic checks strictly: unknown keys are errors, which a plain dataclass such as
-    `ArchitectureConfig` does not make them."""
+    pydantic checks strictly: wrong types and unknown keys are errors that name the
+    setting, where a plain dataclass such as `ArchitectureConfig` checks no types."""
     hints = typing.get_type_hints(cls)
     copy = dataclasses.make_dataclass(
         name,
