@@ -2022,6 +2022,9 @@ def test_ctrl_c_during_training_ends_with_one_line_and_the_run_resumes(
         ["train", "--config", config, "--no-progress"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # as in a terminal: a process inherits an ignored SIGINT, and a test worker
+        # may ignore it (the run then never hears the Ctrl-C and the test times out)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     latest_pointer = Path(data["out_dir"]) / "checkpoints" / "latest"
     end = time.monotonic() + 120
