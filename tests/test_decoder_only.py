@@ -258,19 +258,15 @@ def test_the_onnx_export_refuses_a_decoder_only_checkpoint_before_writing_anythi
 
 
 def test_build_model_applies_the_decoder_only_rules_to_any_config_and_source_mask_needs_no_encoder():
+    from dataclasses import asdict
+
     from transformer.modern import ModelConfig
 
-    plain = dict(
-        src_vocab_size=V,
-        tgt_vocab_size=V,
-        d_model=16,
-        num_heads=2,
-        num_encoder_layers=0,
-        share_embeddings=True,
-    )
+    # this module's config as chapter 16's ModelConfig, which has no source_mask
+    plain = {k: v for k, v in asdict(config()).items() if k != "source_mask"}
     assert isinstance(build_model(ModelConfig(**plain)), DecoderOnly)
     with pytest.raises(ValueError, match="positions = 'sinusoidal'"):
-        build_model(ModelConfig(**plain, positions="rotary"))
+        build_model(ModelConfig(**{**plain, "positions": "rotary"}))
     with pytest.raises(ValueError, match="an encoder always sees its whole source"):
         config(num_encoder_layers=1, source_mask="prefix")
 
