@@ -289,3 +289,30 @@ def test_reading_the_weights_in_the_middle_of_training_leaves_dropout_on(tiny):
         assert all(m.training for m in tiny.modules())
     finally:
         tiny.eval()
+
+
+def test_the_explorers_maps_drawn_on_one_figure_equal_each_map_drawn_on_its_own():
+    """`_pngs` lays a kind's figure out once and redraws it per (layer, head): every map,
+    its title included, must come out as a figure of its own would draw it."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    import transformer.visualize as visualize
+
+    maps = attention_maps(load_translator("multi30k-de-en"), "Ein Hund läuft.")
+    drawn = visualize._pngs(maps, "cross", dpi=48)
+    for i, j in ((0, 0), (2, 3)):
+        fig = plot_attention(maps, "cross", i, j, cell=0.2, fontsize=7)
+        fig.axes[0].set_title("")
+        fig.suptitle(
+            f"{visualize.KIND_NAMES['cross']}, layer {i}, head {j}", fontsize=9
+        )
+        raw = io.BytesIO()
+        fig.savefig(raw, format="png", dpi=48)
+        plt.close(fig)
+        alone = Image.open(raw).convert("RGB").quantize(64)
+        assert list(Image.open(io.BytesIO(drawn[i][j])).getdata()) == list(
+            alone.getdata()
+        ), (i, j)

@@ -363,6 +363,9 @@ def _read_json(path: Path) -> dict:
 
 
 def read_model_config(directory: Path) -> ArchitectureConfig:
+    """directory/model_config.json as an `ArchitectureConfig`, checked (its format,
+    unknown settings, types, the model's own rules); `CheckpointError` says what is
+    wrong."""
     path = directory / "model_config.json"
     settings = _read_json(path)
     version = settings.pop("format", 1)  # no "format": written before there was one
@@ -564,7 +567,8 @@ def model_bytes(config: ArchitectureConfig) -> int:
 
     A model is the same layer repeated, so it is built with one and two layers per stack
     and the count extended in a line to the config's layer counts: a million layers cost
-    three small models, not a million modules.
+    three small models (two for a decoder-only model, which has no encoder), not a
+    million modules.
     """
 
     def counted(encoder_layers: int, decoder_layers: int) -> int:

@@ -145,8 +145,9 @@ class ModelConfig(TransformerConfig):
     """Chapter 08's sizes and switches, and which part the block is made of; the
     defaults are the paper's.
 
-    With chapter 18's one more setting (`ArchitectureConfig`), what a model folder's
-    `model_config.json` holds and what `[model]` in a training config sets.
+    With `source_mask`, the one setting chapter 18's subclass `ArchitectureConfig`
+    adds, what a model folder's `model_config.json` holds and what `[model]` in a
+    training config sets.
     """
 
     norm: Literal["layer", "rms"] = "layer"  # LayerNorm or RMSNorm

@@ -153,7 +153,7 @@ class KVCache:
     def length(self) -> int:
         """Positions a self-attention entry holds (0 before the first call): the
         target positions fed so far, and for chapter 18's decoder-only model the
-        source's before them."""
+        source's S positions (the batch's padded width) before them."""
         return next(
             (
                 K.shape[2]

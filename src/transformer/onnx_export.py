@@ -173,7 +173,9 @@ def export_onnx(
     """Write a translator as ONNX: `encoder.onnx`, `decoder.onnx`, the tokenizers and
     `translator.json`.
 
-    `model` is a shipped name or a checkpoint directory (as `load_translator` takes).
+    `model` is a shipped name or a checkpoint directory (as `load_translator` takes);
+    a decoder-only model (chapter 18) is refused, since the export writes an encoder
+    and a decoder step.
     The files are written into a new folder beside `out_dir`, which then takes its place
     (`atomic_folder`): a folder that already holds files is refused unless `replace`,
     and then replaced whole. Returns out_dir."""

@@ -68,7 +68,9 @@ def attention_weights(model, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
     if model.config.num_encoder_layers == 0:
         raise InputError(
             "a decoder-only model (chapter 18) has one stack and no cross-attention: "
-            "read its blocks' `self_attn.last_weights` after a pass with need_weights"
+            "run a pass inside keeping_weights(model) and read each block's "
+            "self_attn.last_weights, (B, h, T, S + T): the target's rows over source "
+            "and target"
         )
     with evaluating(model), keeping_weights(model):
         model(src, tgt_in)
@@ -267,11 +269,13 @@ def _pngs(maps: AttentionMaps, kind: str, dpi: int) -> list[list[bytes]]:
 
     fig = plot_attention(maps, kind, 0, 0, cell=0.2, fontsize=7)
     fig.axes[0].set_title("")
+    # one title, relabelled: the first drawing's layout places it, and it stays there
+    title = fig.suptitle("", fontsize=9)
     image, weights = fig.axes[0].images[0], maps.weights(kind)  # (N, h, T, S)
     pngs = [[b""] * weights.shape[1] for _ in range(weights.shape[0])]
     for i, j in ((i, j) for i in range(len(pngs)) for j in range(len(pngs[0]))):
         image.set_data(weights[i, j].numpy())
-        fig.suptitle(f"{KIND_NAMES[kind]}, layer {i}, head {j}", fontsize=9)
+        title.set_text(f"{KIND_NAMES[kind]}, layer {i}, head {j}")
         raw = io.BytesIO()
         fig.savefig(raw, format="png", dpi=dpi)
         fig.set_layout_engine(None)  # keep the first drawing's layout
