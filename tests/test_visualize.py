@@ -313,6 +313,5 @@ def test_the_explorers_maps_drawn_on_one_figure_equal_each_map_drawn_on_its_own(
         fig.savefig(raw, format="png", dpi=48)
         plt.close(fig)
         alone = Image.open(raw).convert("RGB").quantize(64)
-        assert list(Image.open(io.BytesIO(drawn[i][j])).getdata()) == list(
-            alone.getdata()
-        ), (i, j)
+        picture = Image.open(io.BytesIO(drawn[i][j]))
+        assert picture.tobytes() == alone.tobytes(), (i, j)
