@@ -104,6 +104,16 @@ def check_script_python() -> list[tuple[ast.AST, str]]:
     return trees
 
 
+def missing_from_image(found: list[tuple]) -> set[str]:
+    """The imports (module, _, where) whose distribution is neither in the GPU image
+    nor carried as a wheel, each as "module (where)"."""
+    return {
+        f"{m} ({where})"
+        for m, _, where in found
+        if distribution(m, where) not in IMAGE | CARRIED
+    }
+
+
 def test_the_image_list_is_dated_and_lists_the_image_s_packages():
     header = (ROOT / "bench" / "gpu-image-packages.txt").read_text().splitlines()[0]
     assert re.search(r"as read on \d{4}-\d{2}-\d{2}", header), header
@@ -118,11 +128,7 @@ def test_what_importing_the_package_needs_is_in_the_gpu_image_or_carried_as_a_wh
             for f in third_party(imports(ast.parse(path.read_text()), path.name))
             if not f[1]
         ]
-    missing = {
-        f"{m} ({where})"
-        for m, _, where in found
-        if distribution(m, where) not in IMAGE | CARRIED
-    }
+    missing = missing_from_image(found)
     assert not missing, (
         f"the GPU image lacks {sorted(missing)}: add the distribution to WHEELS in "
         "tools/gpu_wheels.py (and check that its requirements are met)"
@@ -140,11 +146,7 @@ def test_what_the_gpu_check_and_its_benches_import_is_in_the_image_or_carried():
         found += third_party(
             imports(tree, where), local=[p.stem for p in (ROOT / "bench").glob("*.py")]
         )
-    missing = {
-        f"{m} ({where})"
-        for m, _, where in found
-        if distribution(m, where) not in IMAGE | CARRIED
-    }
+    missing = missing_from_image(found)
     assert not missing, (
         f"the GPU image lacks {sorted(missing)}: carry it (tools/gpu_wheels.py) or do without"
     )

@@ -236,7 +236,7 @@ def test_modern_block_runs_decoder_only_budget_changes_only_the_architecture(
         assert alone.model.source_mask == mask and alone.optim == small.optim
         assert Path(alone.out_dir).name == f"{mask}-s1"
     runs = {(v, s) for v, s, _ in budget.runs}
-    assert runs == {(v, s) for v in tool.DECODER_ONLY for s in range(3)}
+    assert runs == {(v, s) for v in tool.DECODER_ONLY for s in range(5)}
     assert json.loads(tool.SHIPPED_DECODING.read_text())["beam_size"] > 1
 
 

@@ -505,6 +505,18 @@ def _ddp_worker(rank: int, world: int, port: int, out: str, tiny_dir: str) -> No
         dist.destroy_process_group()
 
 
+def resume_tiny_run(run: Path) -> subprocess.CompletedProcess:
+    """`transformer train --resume` of the tiny config in the folder `run`, as a user
+    types it: a process of its own, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "transformer", "train", "--config", str(TINY)]
+        + ["--resume", "--out-dir", str(run), "--device", "cpu", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def test_two_gloo_processes_make_the_same_update_as_one_process_on_the_global_batch(
     tiny_train_config, course_data, tmp_path
 ):
@@ -570,25 +582,7 @@ def test_resume_over_a_truncated_latest_checkpoint_names_it_and_continues_from_t
     older = sorted(p for p in checkpoints.glob("step-*") if p != latest)[-1]
     weights = latest / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])  # cut short, as by a full disk
-    resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "transformer",
-            "train",
-            "--config",
-            str(TINY),
-            "--resume",
-            "--out-dir",
-            str(run),
-            "--device",
-            "cpu",
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    resumed = resume_tiny_run(run)
     assert resumed.returncode == 0, resumed.stderr
     assert (
         f"checkpoint {weights} is damaged" in resumed.stderr
@@ -610,25 +604,7 @@ def test_resume_with_no_intact_checkpoint_is_one_clear_error(reference_run, tmp_
     shutil.copytree(config.out_dir, run)
     for ckpt in (run / "checkpoints").glob("step-*"):
         (ckpt / "training_state.json").write_text("{")
-    failed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "transformer",
-            "train",
-            "--config",
-            str(TINY),
-            "--resume",
-            "--out-dir",
-            str(run),
-            "--device",
-            "cpu",
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    failed = resume_tiny_run(run)
     assert failed.returncode == 2 and "Traceback" not in failed.stderr
     last = failed.stderr.strip().splitlines()[-1]
     assert (

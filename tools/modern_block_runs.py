@@ -157,7 +157,7 @@ BUDGETS = {
     # chapter 16's baseline
     "decoder_only": Budget(
         "decoder_only",
-        tuple((v, s, 1.0) for s in range(3) for v in DECODER_ONLY),
+        tuple((v, s, 1.0) for s in range(5) for v in DECODER_ONLY),
         RESULTS / "18_decoder_only_runs.json",
         RESULTS / "18_decoder_only_runs",
     ),

@@ -340,19 +340,13 @@ def _add_translate_command(commands, model_help: str) -> None:
         "(default: 1.5 x the source length + 10)",
     )
     p.add_argument(
-        "--batch-size",
-        type=int,
-        default=64,
-        help="sentences decoded together (default 64)",
-    )
-    p.add_argument(
         "--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)"
     )
     p.set_defaults(run=_run_translate)
 
 
 def _add_decoding_arguments(p) -> None:
-    """--beam and --alpha, which translate and evaluate share."""
+    """--beam, --alpha and --batch-size, which translate and evaluate share."""
     p.add_argument(
         "--beam",
         type=int,
@@ -364,6 +358,12 @@ def _add_decoding_arguments(p) -> None:
         type=float,
         help="length penalty exponent, 0 to 10 (default: the model's decoding.json, "
         "else 0.6)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        help="sentences decoded together (default 64)",
     )
 
 
@@ -380,12 +380,6 @@ def _add_evaluate_command(commands, model_help: str) -> None:
         help="e.g. test_2016_flickr or val (Multi30k), test (Tatoeba)",
     )
     _add_decoding_arguments(p)
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=64,
-        help="sentences decoded together (default 64)",
-    )
     p.add_argument(
         "--limit",
         type=int,

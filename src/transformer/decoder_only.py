@@ -128,15 +128,12 @@ class DecoderOnly(nn.Module):
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
         # one table for the source's positions and the output's after them
         self.positional = parts.positions(c.d_model, 2 * c.max_len, c.dropout)
+        # every block caches, as the decoder's self-attention does
+        caching = dataclasses.replace(
+            parts, self_attention=parts.decoder_self_attention
+        )
         self.decoder = Encoder(
-            c.num_decoder_layers,
-            c.d_model,
-            c.num_heads,
-            c.d_ff,
-            c.dropout,
-            c.norm_first,
-            # every block caches, as the decoder's self-attention does
-            dataclasses.replace(parts, self_attention=parts.decoder_self_attention),
+            c.num_decoder_layers, **c.layer_settings(), parts=caching
         )
         self.generator = parts.generator(c.d_model, c.tgt_vocab_size)
         init_weights(self, c.pad_id)

@@ -91,6 +91,11 @@ class TransformerConfig:
             )
         return cls(**d)
 
+    def layer_settings(self) -> dict:
+        """What every layer of either stack is built with (chapter 06's arguments)."""
+        names = ("d_model", "num_heads", "d_ff", "dropout", "norm_first")
+        return {name: getattr(self, name) for name in names}
+
     def parts(self) -> Parts:
         """What the model is made of: the paper's parts (chapter 16's `ModelConfig`
         chooses others)."""
@@ -144,24 +149,8 @@ class Transformer(nn.Module):
             else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
         )
         self.positional = parts.positions(c.d_model, c.max_len, c.dropout)
-        self.encoder = Encoder(
-            c.num_encoder_layers,
-            c.d_model,
-            c.num_heads,
-            c.d_ff,
-            c.dropout,
-            c.norm_first,
-            parts,
-        )
-        self.decoder = Decoder(
-            c.num_decoder_layers,
-            c.d_model,
-            c.num_heads,
-            c.d_ff,
-            c.dropout,
-            c.norm_first,
-            parts,
-        )
+        self.encoder = Encoder(c.num_encoder_layers, **c.layer_settings(), parts=parts)
+        self.decoder = Decoder(c.num_decoder_layers, **c.layer_settings(), parts=parts)
         # D -> one score per target word
         self.generator = parts.generator(c.d_model, c.tgt_vocab_size)
         init_weights(self, c.pad_id)

@@ -406,20 +406,18 @@ def _run_data(
     return tokenizer_files, src_tok, tgt_tok, train_set, valid_set
 
 
-def _run_model(
+def _optimise(
+    model: nn.Module,
     config: TrainConfig,
+    state: dict | None,
+    previous: Path | None,
     info: DistInfo,
     device: torch.device,
-    src_tok,
-    tgt_tok,
-    previous: Path | None,
-    state: dict | None,
     total_steps: int,
 ):
-    """Model, optimiser, schedule: fresh, or exactly as the checkpoint left them; and
-    `net`, the model the steps run (wrapped for several processes, compiled if the
-    config asks). `total_steps`: the run's last step."""
-    model = _build_run_model(config, info, device, src_tok, tgt_tok, previous)
+    """Optimiser and schedule for `model`: fresh, or exactly as the checkpoint left
+    them; and `net`, the model the steps run (wrapped for several processes, compiled
+    if the config asks). `total_steps`: the run's last step."""
     optimizer, scheduler = _optimizer_and_schedule(config, model, total_steps)
     if state is not None:
         _restore_training_state(
@@ -430,7 +428,7 @@ def _run_model(
         # TF32 products for what autocast leaves in float32; precision = "fp32"
         # asks for full float32 products, and gets them
         torch.backends.cuda.matmul.allow_tf32 = True
-    return model, net, optimizer, scheduler
+    return net, optimizer, scheduler
 
 
 def _build_run_model(
@@ -765,8 +763,9 @@ def _start_run(
     )
     sampler, valid_batches = _batches(config, info, train_set, valid_set)
     total_steps = _total_steps(config, len(sampler))
-    model, net, optimizer, scheduler = _run_model(
-        config, info, device, src_tok, tgt_tok, previous, state, total_steps
+    model = _build_run_model(config, info, device, src_tok, tgt_tok, previous)
+    net, optimizer, scheduler = _optimise(
+        model, config, state, previous, info, device, total_steps
     )
     use_bf16 = config.precision == "bf16" or (
         config.precision == "auto" and device.type == "cuda"
