@@ -16,6 +16,7 @@ from transformer.decoding import DecoderSteps, beam_search, greedy_decode, trans
 from transformer.errors import ConfigError, InputError
 from transformer.masking import causal_mask
 from transformer.model import Transformer, evaluating
+from transformer.modern import ModelConfig
 from transformer.tokenizer import BOS_ID, PAD_ID
 
 V = 40
@@ -154,7 +155,7 @@ def test_sampling_is_seeded_and_top_k_one_is_greedy():
     [
         ({"share_embeddings": False}, "share_embeddings = true"),
         ({"positions": "rotary"}, "positions = 'sinusoidal'"),
-        ({"source_mask": "bidirectional"}, "choose 'causal' or 'prefix'"),
+        ({"source_mask": "bidirectional"}, "choose one of 'causal', 'prefix'"),
         ({"num_encoder_layers": -1}, "must be at least 0"),
     ],
 )
@@ -163,6 +164,14 @@ def test_a_config_the_decoder_only_model_cannot_have_is_refused_with_what_to_do(
 ):
     with pytest.raises(ValueError, match=message):
         config(**changes)
+
+
+def test_only_the_architecture_config_describes_a_model_without_an_encoder():
+    from transformer.model import TransformerConfig
+
+    for cls in (TransformerConfig, ModelConfig):
+        with pytest.raises(ValueError, match="chapter 18's ArchitectureConfig"):
+            cls(30, 30, num_encoder_layers=0, share_embeddings=True)
 
 
 def test_each_model_class_refuses_the_others_config_and_names_the_right_builder():
@@ -257,16 +266,7 @@ def test_the_onnx_export_refuses_a_decoder_only_checkpoint_before_writing_anythi
     assert not (tmp_path / "onnx").exists()
 
 
-def test_build_model_applies_the_decoder_only_rules_to_any_config_and_source_mask_needs_no_encoder():
-    from dataclasses import asdict
-
-    from transformer.modern import ModelConfig
-
-    # this module's config as chapter 16's ModelConfig, which has no source_mask
-    plain = {k: v for k, v in asdict(config()).items() if k != "source_mask"}
-    assert isinstance(build_model(ModelConfig(**plain)), DecoderOnly)
-    with pytest.raises(ValueError, match="positions = 'sinusoidal'"):
-        build_model(ModelConfig(**{**plain, "positions": "rotary"}))
+def test_source_mask_is_refused_on_a_model_with_an_encoder():
     with pytest.raises(ValueError, match="an encoder always sees its whole source"):
         config(num_encoder_layers=1, source_mask="prefix")
 

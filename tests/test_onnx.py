@@ -91,6 +91,26 @@ def test_scores_memory_and_cross_attention_match_pytorch(exported, name):
     assert np.abs(padded).max() == 0.0, "a padded source position got attention weight"
 
 
+def test_the_decoder_graph_returns_its_weights_outside_any_context(exported):
+    """DecoderGraph keeps the weights of its own pass; it needs no caller to switch
+    the blocks to the explicit path first, and leaves them as they were."""
+    from transformer.onnx_export import DecoderGraph
+
+    model = exported[SHIPPED_MODELS[0]][0].model
+    src = torch.tensor([[5, 6, 7, 8], [9, 10, PAD_ID, PAD_ID]])
+    tgt = torch.tensor([[BOS_ID, 11], [BOS_ID, 12]])
+    with torch.no_grad():
+        memory = model.encode(src, model.make_src_mask(src))
+        scores, cross = DecoderGraph(model)(memory, src, tgt)
+    layers, heads = model.config.num_decoder_layers, model.config.num_heads
+    assert scores.shape == (2, model.config.tgt_vocab_size)
+    assert cross.shape == (layers, 2, heads, 2, 4)
+    torch.testing.assert_close(cross.sum(-1), torch.ones(layers, 2, heads, 2))
+    assert not any(getattr(m, "need_weights", False) for m in model.modules()), (
+        "a block was left on the explicit path"
+    )
+
+
 @pytest.mark.parametrize("name", SHIPPED_MODELS)
 def test_greedy_translations_of_200_test_sentences_equal_pytorchs(exported, name):
     checkpoint, folder = exported[name]

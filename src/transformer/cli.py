@@ -14,7 +14,7 @@ from pathlib import Path
 from .config import TrainConfig
 from .evaluation import evaluate_checkpoint
 from .shipped import SHIPPED_MODELS, load_translator
-from .decoding import MAX_ALPHA, translate
+from .decoding import MAX_ALPHA, MAX_LEN_A, MAX_LEN_B, translate
 from .distributed import select_device
 from .onnx_export import export_onnx
 from .errors import InputError, TransformerError
@@ -337,7 +337,7 @@ def _add_translate_command(commands, model_help: str) -> None:
         "--max-len",
         type=int,
         help="at most this many output tokens per sentence "
-        "(default: 1.5 x the source length + 10)",
+        f"(default: {MAX_LEN_A} x the source length + {MAX_LEN_B})",
     )
     p.add_argument(
         "--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)"

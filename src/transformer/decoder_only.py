@@ -7,14 +7,13 @@ __all__ = ['ArchitectureConfig', 'Source', 'DecoderOnly', 'build_model', 'sampli
 import dataclasses
 import math
 import numbers
-import typing
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
 
-from .decoding import Hypothesis, greedy_decode
+from .decoding import MAX_LEN_A, MAX_LEN_B, Hypothesis, greedy_decode
 from .embedding import TokenEmbedding
 from .encoder import Encoder, Parts
 from .errors import InputError
@@ -33,15 +32,10 @@ class ArchitectureConfig(ModelConfig):
     What a model folder's `model_config.json` holds and what `[model]` sets."""
 
     source_mask: Literal["causal", "prefix"] = "causal"
+    fewest_encoder_layers: ClassVar[int] = 0  # 0: the decoder-only model
 
     def __post_init__(self):
-        super().__post_init__()
-        if self.source_mask not in typing.get_args(
-            typing.get_type_hints(ArchitectureConfig)["source_mask"]
-        ):
-            raise ValueError(
-                f"source_mask={self.source_mask!r}: choose 'causal' or 'prefix'"
-            )
+        super().__post_init__()  # source_mask's choices too (chapter 16's rule)
         if self.num_encoder_layers == 0:
             _check_decoder_only(self)
         elif self.source_mask != "causal":
@@ -215,9 +209,7 @@ class DecoderOnly(nn.Module):
 def build_model(config: ModelConfig, parts: Parts | None = None) -> nn.Module:
     """The model `config` describes: chapter 08's encoder-decoder, or with
     `num_encoder_layers = 0` the decoder-only model."""
-    if config.num_encoder_layers == 0:
-        if not isinstance(config, ArchitectureConfig):  # its rules, then its defaults
-            config = ArchitectureConfig(**dataclasses.asdict(config))
+    if config.num_encoder_layers == 0:  # only an ArchitectureConfig allows it
         return DecoderOnly(config, parts)
     return Transformer(config, parts)
 
@@ -280,8 +272,8 @@ def sample(
     top_k: int | None = None,
     top_p: float = 1.0,
     generator: torch.Generator | None = None,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
+    max_len_a: float = MAX_LEN_A,
+    max_len_b: int = MAX_LEN_B,
 ) -> list[Hypothesis]:
     """Continue each source of src (B, S) by drawing every next token from
     `sampling_distribution`: chapter 11's greedy loop with another choice of token.

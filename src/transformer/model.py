@@ -8,6 +8,7 @@ import dataclasses
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -43,6 +44,9 @@ class TransformerConfig:
     share_embeddings: bool = (
         False  # one embedding for source and target (needs one shared vocabulary)
     )
+    # not a field: the fewest encoder layers this class describes (chapter 18's
+    # ArchitectureConfig allows 0, a decoder-only model)
+    fewest_encoder_layers: ClassVar[int] = 1
 
     def __post_init__(self):
         for name in (
@@ -56,9 +60,15 @@ class TransformerConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
-        if self.num_encoder_layers < 0:  # 0: no encoder, chapter 18's decoder-only
+        if self.num_encoder_layers < self.fewest_encoder_layers:
             raise ValueError(
-                f"num_encoder_layers={self.num_encoder_layers} must be at least 0"
+                f"num_encoder_layers={self.num_encoder_layers} must be at least "
+                f"{self.fewest_encoder_layers}"
+                + (
+                    " (a model without an encoder is chapter 18's ArchitectureConfig)"
+                    if self.num_encoder_layers == 0
+                    else ""
+                )
             )
         # the parts' own rules, asked before anything is built: h divides D
         # (chapter 03), an even D for the sinusoid (chapter 05; an empty table)

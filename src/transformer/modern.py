@@ -136,7 +136,7 @@ def rotary_self_attention(
 ) -> MultiHeadAttention:
     """A self-attention block whose queries and keys are turned by their
     positions (its own rotary table)."""
-    rotary = RotaryPositions(d_model // num_heads, max_len)
+    rotary = RotaryPositions(head_width(d_model, num_heads), max_len)
     return MultiHeadAttention(d_model, num_heads, dropout, rotary=rotary, **options)
 
 # %% ../../notebooks/16_modern_block.ipynb #model-config
@@ -162,7 +162,8 @@ class ModelConfig(TransformerConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        for name, hint in typing.get_type_hints(ModelConfig).items():
+        # this class's choices and a subclass's (chapter 18's source_mask)
+        for name, hint in typing.get_type_hints(type(self)).items():
             allowed = (
                 typing.get_args(hint) if typing.get_origin(hint) is Literal else None
             )

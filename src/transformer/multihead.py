@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import attention
+from .attention import attention, check_attention_mask
 
 # %% ../../notebooks/03_multihead.ipynb #060f9c6b
 def head_width(d_model: int, num_heads: int) -> int:
@@ -71,24 +71,15 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor, d_model: int) -> No
 
 
 def _check_mask(mask: Tensor, B: int, h: int, T: int, S: int) -> None:
-    """Raise if `mask` is not a boolean tensor that broadcasts to (B, h, T, S)."""
-    if mask.dtype != torch.bool:
-        raise TypeError(
-            f"mask must be boolean (True = may attend), got {mask.dtype}: for a 0/1 mask use mask.bool()"
-        )
-    if mask.dim() == 3 and mask.shape[0] != 1:
+    """Refuse a 3-D mask that could mean (B, T, S) or (h, T, S), then what chapter 02
+    refuses: a mask that is not boolean or does not broadcast to the scores
+    (B, h, T, S)."""
+    if isinstance(mask, Tensor) and mask.dim() == 3 and mask.shape[0] != 1:
         raise ValueError(
             f"a 3-D mask of shape {tuple(mask.shape)} is ambiguous (batch or heads?): "
             "for a per-sentence mask (B, T, S) add the head axis with mask[:, None]"
         )
-    try:
-        fits = torch.broadcast_shapes(mask.shape, (B, h, T, S)) == (B, h, T, S)
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to (B, h, T, S) = {(B, h, T, S)}"
-        )
+    check_attention_mask(mask, (B, h, T, S))
 
 
 def _fused_attention(

@@ -5,7 +5,6 @@ __all__ = ['OPSET', 'FORMAT', 'EncoderGraph', 'DecoderGraph', 'weights_sha256', 
 
 # %% ../../notebooks/96_onnx.ipynb #91b27bb2
 import hashlib
-import inspect
 import json
 import math
 import warnings
@@ -16,7 +15,14 @@ import torch
 from torch import Tensor, nn
 
 from .shipped import load_translator
-from .decoding import greedy_decode, length_batches, output_limits, pad_rows
+from transformer.decoding import (
+    MAX_LEN_A,
+    MAX_LEN_B,
+    greedy_decode,
+    length_batches,
+    output_limits,
+    pad_rows,
+)
 from .errors import InputError
 from .files import atomic_folder, atomic_write_bytes, read_regular_file
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -54,11 +60,12 @@ class DecoderGraph(nn.Module):
         self, memory: Tensor, src: Tensor, tgt: Tensor
     ) -> tuple[Tensor, Tensor]:
         m = self.model
-        # (B, T, D)
-        h = m.decode(tgt, memory, m.make_src_mask(src), m.make_tgt_mask(tgt))
-        cross = torch.stack(
-            [layer.cross_attn.last_weights for layer in m.decoder.layers]
-        )  # (N, B, h, T, S)
+        with keeping_weights(m):  # every block keeps this pass's weights
+            # (B, T, D)
+            h = m.decode(tgt, memory, m.make_src_mask(src), m.make_tgt_mask(tgt))
+            cross = torch.stack(
+                [layer.cross_attn.last_weights for layer in m.decoder.layers]
+            )  # (N, B, h, T, S)
         return m.generator(h[:, -1]), cross  # (B, V), (N, B, h, T, S)
 
 # %% ../../notebooks/96_onnx.ipynb #ca85851e
@@ -216,7 +223,7 @@ def _export_graphs(m: nn.Module, out: Path) -> None:
     # (2, 4): a padded batch, so masks are traced
     src = torch.tensor([[5, 6, 7, 8], [9, 10, PAD_ID, PAD_ID]])
     tgt = torch.tensor([[BOS_ID, 11, 12], [BOS_ID, 13, 14]])  # (2, 3)
-    with keeping_weights(m):
+    with keeping_weights(m):  # the explicit attention path, traced plainly
         memory = EncoderGraph(m)(src)
         _export(
             EncoderGraph(m),
@@ -245,20 +252,19 @@ def _export_graphs(m: nn.Module, out: Path) -> None:
 def _translator_meta(checkpoint) -> dict:
     """The settings of translator.json: what a runtime needs besides the two graphs."""
     data = checkpoint.train_config.data
-    # the output-length rule a * S + b, and its defaults
-    limits = inspect.signature(greedy_decode).parameters
     c = checkpoint.model.config
     return {
         "format": FORMAT,
         "name": Path(checkpoint.path).name,
         "src_lang": data.src_lang,
         "tgt_lang": data.tgt_lang,
-        "pad_id": PAD_ID,
+        "pad_id": c.pad_id,
         "bos_id": BOS_ID,
         "eos_id": EOS_ID,
         "max_len": c.max_len,
-        "max_len_a": limits["max_len_a"].default,
-        "max_len_b": limits["max_len_b"].default,
+        # the output-length rule a * S + b, with its defaults
+        "max_len_a": MAX_LEN_A,
+        "max_len_b": MAX_LEN_B,
         "num_layers": c.num_decoder_layers,
         "num_heads": c.num_heads,
         "d_model": c.d_model,
