@@ -12,7 +12,7 @@ from transformer.checkpoints import load_checkpoint, read_train_config, save_mod
 from transformer.config import ModelSettings, check_resume_compatible
 from transformer.decoding import translate
 from transformer.shipped import models_dir
-from transformer.errors import CheckpointError
+from transformer.errors import CheckpointError, InputError
 from transformer.model import Transformer
 from transformer.modern import ModelConfig
 
@@ -42,6 +42,19 @@ def test_a_modern_model_folder_loads_as_saved(modern_folder):
         model.config.feed_forward == "swiglu"
         and model.decoder.layers[0].self_attn.num_kv_heads == 2
     )
+
+
+def test_a_model_built_with_parts_its_config_does_not_describe_is_not_saved(tmp_path):
+    """RMSNorm and a LayerNorm without bias hold the same tensors: saved, such a model
+    would load as the model its config describes, silently another one."""
+    from transformer.modern import RMSNorm
+
+    config = ModelConfig(30, 30, d_model=16, num_heads=2, d_ff=32, bias=False)
+    other = dataclasses.replace(config.parts(), norm=RMSNorm)
+    with pytest.raises(InputError, match="parts of its own"):
+        save_model_files(Transformer(config, other), tmp_path)
+    assert not any(tmp_path.iterdir())
+    save_model_files(Transformer(config), tmp_path)  # its config's parts: saved
 
 
 @pytest.mark.parametrize(

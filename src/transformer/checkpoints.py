@@ -244,6 +244,12 @@ def save_model_files(model: nn.Module, folder: Path) -> None:
     """model.safetensors, whose metadata repeats the model config (tying the
     weights to it), and model_config.json (its format, then the settings): the model's
     part of a checkpoint or of a shipped model's folder."""
+    if not model.described_by_config:
+        raise InputError(
+            "this model was built with parts of its own, which its config does not "
+            "describe, so the saved folder would load as another model: choose the "
+            "parts in the config (chapter 16's ModelConfig) and build it from that"
+        )
     save_model(
         model,
         str(folder / "model.safetensors"),

@@ -20,6 +20,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from .corpora import MULTI30K_SPLITS
 from .errors import ConfigError
 from .files import read_regular_file
+from .tokenizer import PAD_ID
 from .decoder_only import ArchitectureConfig
 
 # %% ../../notebooks/92_configuration.ipynb #82236b93
@@ -549,15 +550,23 @@ class TrainConfig:
         except ValueError as e:
             raise ConfigError(f"model.{e}") from None
 
+    def model_config(
+        self, src_vocab_size: int, tgt_vocab_size: int, pad_id: int = PAD_ID
+    ) -> ArchitectureConfig:
+        """The model `[model]` describes, for vocabularies of these sizes and the
+        tokenizers' pad id (every tokenizer of the course pads with PAD_ID)."""
+        return ArchitectureConfig(
+            src_vocab_size=src_vocab_size,
+            tgt_vocab_size=tgt_vocab_size,
+            pad_id=pad_id,
+            **dataclasses.asdict(self.model),
+        )
+
     def largest_model(self) -> ArchitectureConfig:
         """The model `[model]` describes, with the largest
         vocabularies the run's tokenizers can get."""
         d = self.data
-        return ArchitectureConfig(
-            src_vocab_size=d.vocab_size,
-            tgt_vocab_size=d.tgt_vocab_size or d.vocab_size,
-            **dataclasses.asdict(self.model),
-        )
+        return self.model_config(d.vocab_size, d.tgt_vocab_size or d.vocab_size)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

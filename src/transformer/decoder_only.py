@@ -117,8 +117,11 @@ class DecoderOnly(nn.Module):
                 f"num_encoder_layers={config.num_encoder_layers}: a decoder-only "
                 "model has none (0); with an encoder, build chapter 08's Transformer"
             )
+        # the config describes the model only when it chose the parts (chapter 93
+        # refuses to save one that a saved config would not rebuild)
+        self.described_by_config = parts is None
         parts = config.parts() if parts is None else parts
-        c, self.config, self.parts = config, config, parts
+        c = self.config = config
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
         # one table for the source's positions and the output's after them
         self.positional = parts.positions(c.d_model, 2 * c.max_len, c.dropout)

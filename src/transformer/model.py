@@ -150,8 +150,11 @@ class Transformer(nn.Module):
                 "num_encoder_layers=0 describes a model without an encoder: build it "
                 "with transformer.build_model (chapter 18's decoder-only model)"
             )
+        # the config describes the model only when it chose the parts (chapter 93
+        # refuses to save one that a saved config would not rebuild)
+        self.described_by_config = parts is None
         parts = config.parts() if parts is None else parts
-        c, self.config, self.parts = config, config, parts
+        c = self.config = config
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = (
             self.src_embed

@@ -441,13 +441,9 @@ def _build_run_model(
 ) -> nn.Module:
     """The model [model] describes, seeded, with the checkpoint's weights if any."""
     torch.manual_seed(config.seed)
-    model_config = ArchitectureConfig(
-        src_vocab_size=src_tok.vocab_size,
-        tgt_vocab_size=tgt_tok.vocab_size,
-        pad_id=tgt_tok.pad_id,
-        **dataclasses.asdict(config.model),
+    model = build_model(
+        config.model_config(src_tok.vocab_size, tgt_tok.vocab_size, tgt_tok.pad_id)
     )
-    model = build_model(model_config)
     torch.manual_seed(config.seed + 1 + info.rank)  # dropout differs between processes
     if previous is not None:
         load_weights(model, previous / "model.safetensors")
