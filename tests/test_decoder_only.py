@@ -45,13 +45,21 @@ def model(**changes) -> DecoderOnly:
     return build_model(config(**changes)).eval()
 
 
+VARIANTS = [
+    {"source_mask": "causal"},
+    {"source_mask": "prefix"},
+    {"source_mask": "causal", "positions": "rotary"},
+    {"source_mask": "prefix", "positions": "rotary"},
+]  # rotary: each block turns a row's queries and keys by that row's own positions
+
+
 SRC = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, PAD_ID, PAD_ID]])
 TGT = torch.tensor([[BOS_ID, 13, 14, 15], [BOS_ID, 16, 17, PAD_ID]])
 
 
-@pytest.mark.parametrize("mask", ["causal", "prefix"])
-def test_a_later_target_token_never_changes_an_earlier_output(mask):
-    m = model(source_mask=mask)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_later_target_token_never_changes_an_earlier_output(variant):
+    m = model(**variant)
     out = m(SRC, TGT)
     for t in range(1, TGT.shape[1]):
         changed = TGT.clone()
@@ -60,11 +68,11 @@ def test_a_later_target_token_never_changes_an_earlier_output(mask):
         assert not torch.allclose(m(SRC, changed)[0, t], out[0, t])
 
 
-@pytest.mark.parametrize("mask", ["causal", "prefix"])
-def test_padding_changes_no_logit_the_output_continues_each_rows_own_source(mask):
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_padding_changes_no_logit_the_output_continues_each_rows_own_source(variant):
     """Row 1 has 3 source tokens padded to 5 and 3 target tokens padded to 4: its logits are those of the row
     alone, unpadded, so its target positions start after its own source, not after the batch's longest."""
-    m = model(source_mask=mask)
+    m = model(**variant)
     alone = m(SRC[1:, :3], TGT[1:, :3])
     torch.testing.assert_close(m(SRC, TGT)[1, :3], alone[0], atol=1e-5, rtol=0)
 
@@ -84,14 +92,14 @@ def test_the_prefix_mask_lets_a_source_position_read_later_source_tokens_and_the
         assert (not torch.allclose(*keys)) == moves, mask
 
 
-@pytest.mark.parametrize("mask", ["causal", "prefix"])
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_the_logits_are_those_of_one_sequence_source_bos_target_at_the_target_positions_only(
-    mask,
+    variant,
 ):
     """Translation as continuation: run `source BOS target` through the stack as one sequence with one mask
     (causal, or bidirectional over the source), and the target positions' logits are the model's; the source
     positions' predictions are not among them, so chapter 10's loss on tgt_out covers the target only."""
-    m = model(source_mask=mask)
+    m, mask = model(**variant), variant["source_mask"]
     src, tgt = SRC[:1], TGT[:1]
     S, T = src.shape[1], tgt.shape[1]
     allowed = causal_mask(S + T, src.device)  # (1, 1, L, L)
@@ -105,9 +113,9 @@ def test_the_logits_are_those_of_one_sequence_source_bos_target_at_the_target_po
     torch.testing.assert_close(logits, m.generator(h)[:, S:], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("mask", ["causal", "prefix"])
-def test_the_cache_gives_what_recomputing_gives_step_by_step_greedy_and_beam(mask):
-    m = model(source_mask=mask)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_cache_gives_what_recomputing_gives_step_by_step_greedy_and_beam(variant):
+    m = model(**variant)
     src_mask = m.make_src_mask(SRC)
     memory = m.encode(SRC, src_mask)
     cached = DecoderSteps(m, memory, src_mask, use_cache=True)
@@ -125,16 +133,21 @@ def test_the_cache_gives_what_recomputing_gives_step_by_step_greedy_and_beam(mas
     ]
 
 
-def test_a_sentence_decoded_in_a_batch_gets_what_it_gets_alone():
-    m = model()
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_sentence_decoded_in_a_batch_gets_what_it_gets_alone(variant):
+    m = model(**variant)
     together = greedy_decode(m, SRC)
     alone = greedy_decode(m, SRC[1:, :3])
     assert together[1].tokens == alone[0].tokens
 
 
-def test_an_output_as_long_as_max_len_after_a_source_as_long_as_max_len_has_positions():
-    """The position table holds 2 max_len rows: the longest source, then the longest output."""
-    m = model()
+@pytest.mark.parametrize("positions", ["sinusoidal", "rotary"])
+def test_an_output_as_long_as_max_len_after_a_source_as_long_as_max_len_has_positions(
+    positions,
+):
+    """The position table (added, or each block's rotary one) holds 2 max_len rows:
+    the longest source, then the longest output."""
+    m = model(positions=positions)
     src = torch.randint(3, V, (1, m.config.max_len))
     (hyp,) = greedy_decode(m, src, max_len_a=0, max_len_b=m.config.max_len)
     assert len(hyp.tokens) <= m.config.max_len - 1
@@ -154,7 +167,6 @@ def test_sampling_is_seeded_and_top_k_one_is_greedy():
     "changes, message",
     [
         ({"share_embeddings": False}, "share_embeddings = true"),
-        ({"positions": "rotary"}, "positions = 'sinusoidal'"),
         ({"source_mask": "bidirectional"}, "choose one of 'causal', 'prefix'"),
         ({"num_encoder_layers": -1}, "must be at least 0"),
     ],

@@ -89,8 +89,14 @@ def test_rotary_uses_chapter_05s_frequencies_and_the_module_matches_the_function
         RotaryPositions(d, 20)(x, 7),
         rotate(x.double(), angles.cos(), angles.sin()).float(),
     )
-    with pytest.raises(ValueError, match="larger max_len"):
+    with pytest.raises(ValueError, match="raise max_len"):
         RotaryPositions(d, 20)(x, 18)  # positions 18..22: past the table
+    rotary = RotaryPositions(d, 20)
+    per_row = rotary(x, torch.tensor([7, 0]))  # row 0 from position 7, row 1 from 0
+    torch.testing.assert_close(per_row[0], rotary(x[:1], 7)[0])
+    torch.testing.assert_close(per_row[1], rotary(x[1:], 0)[0])
+    with pytest.raises(ValueError, match="raise max_len"):
+        rotary(x, torch.tensor([0, 16]))  # row 1: positions 16..20
 
 
 def test_swiglu_keeps_the_relu_networks_parameter_count_within_half_a_percent():

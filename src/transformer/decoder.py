@@ -49,26 +49,22 @@ class DecoderLayer(nn.Module):
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
         cache: KVCache | None = None,
+        offset: int | Tensor = 0,
     ) -> Tensor:
+        # offset: x's first position (chapter 16's rotary positions read it)
+        def self_attend(y: Tensor) -> Tensor:  # over the target so far
+            return self.self_attn(y, y, y, tgt_mask, cache=cache, offset=offset)
+
+        def cross_attend(y: Tensor) -> Tensor:  # queries y, keys and values from C
+            return self.cross_attn(y, memory, memory, src_mask, cache=cache, fixed=True)
+
         if self.norm_first:  # x + Sublayer(LayerNorm(x)), three times
-            y = self.norm1(x)
-            # (B, T, D)
-            x = x + self.dropout(self.self_attn(y, y, y, tgt_mask, cache=cache))
-            x = x + self.dropout(
-                self.cross_attn(
-                    self.norm2(x), memory, memory, src_mask, cache=cache, fixed=True
-                )
-            )
+            x = x + self.dropout(self_attend(self.norm1(x)))  # (B, T, D)
+            x = x + self.dropout(cross_attend(self.norm2(x)))
             return x + self.dropout(self.feed_forward(self.norm3(x)))  # (B, T, D)
         # LayerNorm(x + Sublayer(x)), as in the paper
-        # Y_1: (B, T, D)
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, tgt_mask, cache=cache)))
-        x = self.norm2(
-            x
-            + self.dropout(
-                self.cross_attn(x, memory, memory, src_mask, cache=cache, fixed=True)
-            )
-        )
+        x = self.norm1(x + self.dropout(self_attend(x)))  # Y_1: (B, T, D)
+        x = self.norm2(x + self.dropout(cross_attend(x)))  # Y_2
         return self.norm3(x + self.dropout(self.feed_forward(x)))  # Y_3: (B, T, D)
 
 # %% ../../notebooks/07_decoder.ipynb #9cb7bab3
@@ -129,7 +125,8 @@ class Decoder(nn.Module):
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
         cache: KVCache | None = None,
+        offset: int | Tensor = 0,
     ) -> Tensor:
         for layer in self.layers:
-            x = layer(x, memory, src_mask, tgt_mask, cache)  # (B, T, D)
+            x = layer(x, memory, src_mask, tgt_mask, cache, offset)  # (B, T, D)
         return self.norm(x)  # (B, T, D)

@@ -45,20 +45,21 @@ class ArchitectureConfig(ModelConfig):
                 "source"
             )
 
+    def parts(self) -> Parts:
+        """Chapter 16's parts; a decoder-only model's rotary tables hold 2 max_len
+        positions, the source's and then the output's, as its added table does."""
+        if self.num_encoder_layers:
+            return super().parts()
+        return ModelConfig.parts(dataclasses.replace(self, max_len=2 * self.max_len))
+
 
 def _check_decoder_only(c: ArchitectureConfig) -> None:
-    """The rules a decoder-only model adds: one vocabulary, added positions."""
+    """The rule a decoder-only model adds: one vocabulary."""
     if not c.share_embeddings:
         raise ValueError(
             "a decoder-only model (num_encoder_layers = 0) reads source and target "
             "as one sequence with one embedding table: set share_embeddings = true "
             "(and shared_vocab = true in [data])"
-        )
-    if c.positions != "sinusoidal":
-        raise ValueError(
-            "a decoder-only model needs positions = 'sinusoidal': each output "
-            "continues its own source's positions, one offset per row, which the "
-            "rotary table (one offset per call) does not take"
         )
 
 # %% ../../notebooks/18_decoder_only.ipynb #model
@@ -78,8 +79,7 @@ class Source:
     def grown(self) -> KVCache:
         """A cache that starts with the source's keys and values and grows with the
         target: the source's own is never changed."""
-        cache = KVCache()
-        cache.entries.update(self.cache.entries)
+        cache = self.cache.copy()
         if self.rows is not None:
             cache.select(self.rows)
         return cache
@@ -183,8 +183,11 @@ class DecoderOnly(nn.Module):
         mask = torch.cat(
             [src_mask.expand(B, 1, T, S), own.expand(B, 1, T, fed + T)], dim=-1
         )  # (B, 1, T, S + fed + T)
-        x = self.positional(self.tgt_embed(tgt), memory.lengths + fed)  # (B, T, D)
-        return self.decoder(x, mask, cache)  # (B, T, D)
+        # (B,): each row's first target position, after its own source; the added
+        # table and the rotary blocks both read it
+        offset = memory.lengths + fed
+        x = self.positional(self.tgt_embed(tgt), offset)  # (B, T, D)
+        return self.decoder(x, mask, cache, offset)  # (B, T, D)
 
     def new_cache(self, memory: Source) -> KVCache:
         """The cache a generation starts from (chapter 11): the source's keys and

@@ -2,8 +2,8 @@
 
 # %% auto #0
 __all__ = ['MAX_LEN_A', 'MAX_LEN_B', 'MAX_ALPHA', 'DEFAULT_DECODING', 'Hypothesis', 'output_limits', 'source_lengths',
-           'DecoderSteps', 'greedy_decode', 'length_penalty', 'beam_search', 'check_decoding', 'decoding_settings',
-           'length_batches', 'pad_rows', 'translate']
+           'Seq2SeqModel', 'DecoderSteps', 'greedy_decode', 'length_penalty', 'beam_search', 'check_decoding',
+           'decoding_settings', 'length_batches', 'pad_rows', 'translate']
 
 # %% ../../notebooks/11_decoding.ipynb #dcbd5b11
 import json
@@ -12,15 +12,16 @@ import numbers
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .errors import CheckpointError, InputError
 from .files import read_regular_file
 from .memory import check_fits
-from .model import Transformer, evaluating
+from .model import TransformerConfig, evaluating
+from .multihead import KVCache
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 # %% ../../notebooks/11_decoding.ipynb #04433e67
@@ -31,8 +32,8 @@ class Hypothesis:
 
     `log_prob` is log P(tokens, EOS | source), the sum of the chosen tokens'
     log-probabilities; `score` is what the search ranked by (`log_prob` for greedy
-    decoding and sampling, `log_prob / lp(length)` for beam search); `finished` is False when the length limit
-    stopped the sentence before it produced EOS.
+    decoding and sampling, `log_prob / lp(length)` for beam search); `finished` is
+    False when the length limit stopped the sentence before it produced EOS.
     """
 
     tokens: list[int]
@@ -91,6 +92,27 @@ def _real(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 # %% ../../notebooks/11_decoding.ipynb #888f19d9
+class Seq2SeqModel(Protocol):
+    """What the searches ask of a model: chapter 08's `Transformer` has it, and so
+    does chapter 18's `DecoderOnly` (whose `memory` is what it keeps of the source)."""
+
+    config: TransformerConfig  # pad_id, max_len, the vocabulary sizes
+    generator: nn.Module  # D -> one score per target token
+
+    def make_src_mask(self, src: Tensor) -> Tensor: ...
+    def make_tgt_mask(self, tgt: Tensor) -> Tensor: ...
+    def encode(self, src: Tensor, src_mask: Tensor) -> Any: ...
+    def new_cache(self, memory: Any) -> KVCache: ...
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Any,
+        src_mask: Tensor,
+        tgt_mask: Tensor | None,
+        cache: KVCache | None = None,
+    ) -> Tensor: ...
+
+
 class DecoderSteps:
     """The decoder's side of a search: the encoder output, and a `KVCache`
     (chapter 03) when `use_cache`, the one `model.new_cache(memory)` starts from.
@@ -103,7 +125,7 @@ class DecoderSteps:
 
     def __init__(
         self,
-        model: Transformer,
+        model: Seq2SeqModel,
         memory: Tensor,
         src_mask: Tensor,
         use_cache: bool = True,
@@ -154,10 +176,10 @@ def _log_probs(logits: Tensor) -> Tensor:
     return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1)
 
 # %% ../../notebooks/11_decoding.ipynb #4a06a5ab
-def _check_src(model: Transformer, src: Tensor) -> None:
-    """Refuse a model that is not a `Transformer`, and a source batch that is not (B, S)
-    token ids of the model's source vocabulary, longer than the model reads, or with an
-    empty row."""
+def _check_src(model: Seq2SeqModel, src: Tensor) -> None:
+    """Refuse a model that is not a `Seq2SeqModel`, and a source batch that is not
+    (B, S) token ids of the model's source vocabulary, longer than the model reads, or
+    with an empty row."""
     if not (
         isinstance(model, torch.nn.Module)
         and hasattr(model, "encode")
@@ -207,7 +229,7 @@ def _check_src(model: Transformer, src: Tensor) -> None:
         )
 
 
-def _start(model: Transformer, src: Tensor, use_cache: bool):
+def _start(model: Seq2SeqModel, src: Tensor, use_cache: bool):
     """Encode src (B, S), already checked by `_check_src`, once and return the
     decoder state to step with. The caller holds `evaluating(model)`: dropout off."""
     src_mask = model.make_src_mask(src)  # (B, 1, 1, S)
@@ -217,7 +239,7 @@ def _start(model: Transformer, src: Tensor, use_cache: bool):
 
 @torch.no_grad()
 def greedy_decode(
-    model: Transformer,
+    model: Seq2SeqModel,
     src: Tensor,
     *,
     max_len_a: float = MAX_LEN_A,
@@ -280,7 +302,7 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
 # %% ../../notebooks/11_decoding.ipynb #fc8e07b2
 @torch.no_grad()
 def beam_search(
-    model: Transformer,
+    model: Seq2SeqModel,
     src: Tensor,
     *,
     beam_size: int = 4,
@@ -333,7 +355,7 @@ def beam_search(
 
 
 def _beam_limits(
-    model: Transformer,
+    model: Seq2SeqModel,
     src: Tensor,
     k: int,
     alpha: float,
@@ -363,7 +385,7 @@ def _beam_limits(
 
 
 def _open_beams(
-    model: Transformer, src: Tensor, k: int, use_cache: bool
+    model: Seq2SeqModel, src: Tensor, k: int, use_cache: bool
 ) -> tuple[DecoderSteps, Tensor, Tensor]:
     """Encode each source once and open k beams: state, ys (B*k, 1), log P (B, k)."""
     B, dev = src.shape[0], src.device
@@ -441,7 +463,7 @@ def check_decoding(beam_size: int, alpha: float, vocab_size: int) -> None:
         )
 
 
-def _beam_bytes(model: Transformer, B: int, S: int, k: int, steps: int) -> int:
+def _beam_bytes(model: Seq2SeqModel, B: int, S: int, k: int, steps: int) -> int:
     """About the most memory beam search holds: per row (B * k of them) the next-token
     scores and their sums (3 x |V| floats) and the keys and values of every decoder layer
     (self-attention up to `steps` positions, cross-attention over S), twice: reordering
@@ -683,7 +705,7 @@ def _cut_to_fit(
 
 
 def _check_beam_fits(
-    model: Transformer,
+    model: Seq2SeqModel,
     ids: list[list[int]],
     batches: list[list[int]],
     beam_size: int,
@@ -700,7 +722,7 @@ def _check_beam_fits(
 
 
 def _best_hypotheses(
-    model: Transformer,
+    model: Seq2SeqModel,
     src: Tensor,
     beam_size: int,
     alpha: float,

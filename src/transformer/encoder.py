@@ -93,15 +93,21 @@ class EncoderLayer(nn.Module):
         self.norm_first = norm_first
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        offset: int | Tensor = 0,
     ) -> Tensor:
+        # offset: x's first position (chapter 16's rotary positions read it)
+        def attend(y: Tensor) -> Tensor:
+            return self.self_attn(y, y, y, mask, cache=cache, offset=offset)
+
         if self.norm_first:  # pre-norm: x + Sublayer(LN(x))
-            y = self.norm1(x)  # (B, S, D)
-            x = x + self.dropout(self.self_attn(y, y, y, mask, cache=cache))
+            x = x + self.dropout(attend(self.norm1(x)))  # (B, S, D)
             return x + self.dropout(self.feed_forward(self.norm2(x)))  # (B, S, D)
         # post-norm, as in the paper: LN(x + Sublayer(x))
-        # (B, S, D)
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask, cache=cache)))
+        x = self.norm1(x + self.dropout(attend(x)))  # (B, S, D)
         return self.norm2(x + self.dropout(self.feed_forward(x)))  # (B, S, D)
 
 # %% ../../notebooks/06_encoder.ipynb #9932f508
@@ -140,10 +146,14 @@ class Encoder(nn.Module):
         self.norm = parts.norm(d_model) if norm_first else nn.Identity()
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        offset: int | Tensor = 0,
     ) -> Tensor:
         for layer in self.layers:
-            x = layer(x, mask, cache)  # (B, S, D)
+            x = layer(x, mask, cache, offset)  # (B, S, D)
         return self.norm(x)  # (B, S, D)
 
 # %% ../../notebooks/06_encoder.ipynb #d7770562

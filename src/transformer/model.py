@@ -200,15 +200,11 @@ class Transformer(nn.Module):
         With a `KVCache`, `tgt` holds only the new tokens; they take the positions after
         the cached ones.
         """
-        # the position of tgt's first token
+        # the position of tgt's first token, worked out once for every part that
+        # reads positions: the added table, or chapter 16's rotary attention blocks
         offset = 0 if cache is None else cache.length
-        return self.decoder(
-            self.positional(self.tgt_embed(tgt), offset),
-            memory,
-            src_mask,
-            tgt_mask,
-            cache,
-        )
+        x = self.positional(self.tgt_embed(tgt), offset)  # (B, T, D)
+        return self.decoder(x, memory, src_mask, tgt_mask, cache, offset)
 
     def new_cache(self, memory: Tensor) -> KVCache:
         """The cache a generation starts from (chapter 11): empty, since the

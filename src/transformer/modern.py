@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .embedding import PositionalEncoding
+from .embedding import PositionalEncoding, table_rows
 from .encoder import FeedForward, Parts
 from .model import TransformerConfig
 from .multihead import MultiHeadAttention, head_width, key_value_heads
@@ -84,14 +84,14 @@ class RotaryPositions(nn.Module):
         self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        L = x.shape[-2]
-        if offset + L > self.cos.shape[0]:
-            raise ValueError(
-                f"positions up to {offset + L - 1} asked for, but the table stops at "
-                f"{self.cos.shape[0] - 1}: build the model with a larger max_len"
-            )
-        return rotate(x, self.cos[offset : offset + L], self.sin[offset : offset + L])
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
+        """x (..., L, d_head); a tensor of B offsets, for x (B, h, L, d_head), gives
+        each row its own first position (chapter 18), as chapter 05's table does."""
+        rows = table_rows(offset, x.shape[-2], self.cos.shape[0])
+        cos, sin = self.cos[rows], self.sin[rows]  # (L, d_head / 2) or (B, L, ..)
+        if cos.dim() == 3:  # one angle per row and position, the same for every head
+            cos, sin = cos[:, None], sin[:, None]  # (B, 1, L, d_head / 2)
+        return rotate(x, cos, sin)
 
 # %% ../../notebooks/16_modern_block.ipynb #c4b6e6cf
 class SwiGLU(nn.Module):

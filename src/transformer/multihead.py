@@ -131,14 +131,12 @@ class KVCache:
             self.fixed.add(block)
         return K, V
 
-    def next_position(self, block: nn.Module) -> int:
-        """The position of `block`'s next new query: how many positions its
-        self-attention entry holds."""
-        return (
-            0
-            if block in self.fixed or block not in self.entries
-            else self.entries[block][0].shape[2]
-        )
+    def copy(self) -> "KVCache":
+        """A cache that starts with what this one holds and then grows on its own
+        (the tensors are shared, never changed: `update` replaces an entry)."""
+        copy = KVCache()
+        copy.entries, copy.fixed = dict(self.entries), set(self.fixed)
+        return copy
 
     @property
     def length(self) -> int:
@@ -277,15 +275,16 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool | None = None,
         cache: KVCache | None = None,
         fixed: bool = False,
+        offset: int | Tensor = 0,
     ) -> Tensor:
         _check_inputs(query, key, value, self.d_model)
         if need_weights is None:
             need_weights = self.need_weights
-        # the position of the first new query
-        start = 0 if cache is None or fixed else cache.next_position(self)
-        Q = self._turn(self.split_heads(self.W_q(query)), start)  # (B, h, T, D_h)
+        # offset: the position of the first new query (one per row, or for all), which
+        # the model works out once; only `rotary` reads it
+        Q = self._turn(self.split_heads(self.W_q(query)), offset)  # (B, h, T, D_h)
         # (B, h_kv, S, D_h) each; S counts the cached ones
-        K, V = self._keys_values(key, value, cache, fixed, start)
+        K, V = self._keys_values(key, value, cache, fixed, offset)
         if mask is not None:
             _check_mask(
                 mask, query.shape[0], self.num_heads, query.shape[1], K.shape[2]
@@ -320,7 +319,12 @@ class MultiHeadAttention(nn.Module):
         return ungroup(A, groups, T)  # (B, h, T, D_h)
 
     def _keys_values(
-        self, key: Tensor, value: Tensor, cache: KVCache | None, fixed: bool, start: int
+        self,
+        key: Tensor,
+        value: Tensor,
+        cache: KVCache | None,
+        fixed: bool,
+        offset: int | Tensor,
     ) -> tuple[Tensor, Tensor]:
         """K = key W^K and V = value W^V as heads, (B, h_kv, S, D_h); with a cache,
         also what earlier calls kept."""
@@ -328,17 +332,17 @@ class MultiHeadAttention(nn.Module):
             # the same encoder output: nothing to project
             return cache.entries[self]
         # (B, h_kv, S, D_h)
-        K = self._turn(split_heads(self.W_k(key), self.num_kv_heads), start)
+        K = self._turn(split_heads(self.W_k(key), self.num_kv_heads), offset)
         V = split_heads(self.W_v(value), self.num_kv_heads)  # (B, h_kv, S, D_h)
         if cache is not None:
             # (B, h_kv, L + S, D_h): with what earlier calls kept
             K, V = cache.update(self, K, V, fixed)
         return K, V
 
-    def _turn(self, x: Tensor, start: int) -> Tensor:
-        """Queries or keys (B, h, L, D_h) at positions start, start + 1, ...: rotated
-        if `rotary` is set."""
-        return x if self.rotary is None else self.rotary(x, start)
+    def _turn(self, x: Tensor, offset: int | Tensor) -> Tensor:
+        """Queries or keys (B, h, L, D_h) at positions offset, offset + 1, ...:
+        rotated if `rotary` is set."""
+        return x if self.rotary is None else self.rotary(x, offset)
 
 # %% ../../notebooks/03_multihead.ipynb #ea2d95d1
 @torch.no_grad()

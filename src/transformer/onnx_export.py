@@ -18,7 +18,6 @@ from .shipped import load_translator
 from transformer.decoding import (
     MAX_LEN_A,
     MAX_LEN_B,
-    greedy_decode,
     length_batches,
     output_limits,
     pad_rows,

@@ -6,7 +6,6 @@ __all__ = ['NonFiniteLossError', 'StepStats', 'autocast', 'train_step', 'validat
 
 # %% ../../notebooks/95_training_run.ipynb #0b15618b
 import ctypes
-import dataclasses
 import math
 import platform
 import sys
@@ -43,7 +42,7 @@ from .loss import label_smoothed_loss
 from .memory import check_fits
 from .metrics import MetricsLog, epoch_sums, read_metrics
 from .model import evaluating
-from .decoder_only import ArchitectureConfig, build_model
+from .decoder_only import build_model
 from .run_folder import previous_checkpoint, run_folder
 from .schedule import InverseSqrtSchedule, LinearDecaySchedule
 from .tokenizer import train_tokenizer
