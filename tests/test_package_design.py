@@ -242,3 +242,34 @@ def test_each_rule_about_the_model_is_stated_in_one_place(message):
     assert len(homes) == 1 and homes[0].startswith(ONE_HOME[message] + ":"), (
         f"{message!r} is stated at {homes}: one rule, one place ({ONE_HOME[message]})"
     )
+
+
+def numeric_defaults(tree: ast.Module):
+    """(parameter, value, function) for every parameter whose default is a number
+    written in the signature, other than 0 and 1."""
+    for fn in functions(tree):
+        a = fn.args
+        positional = a.posonlyargs + a.args
+        pairs = list(zip(positional[len(positional) - len(a.defaults) :], a.defaults))
+        pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+        for arg, default in pairs:
+            if (
+                isinstance(default, ast.Constant)
+                and type(default.value) in (int, float)
+                and default.value not in (0, 1)
+            ):
+                yield arg.arg, default.value, fn.name
+
+
+def test_a_default_setting_is_written_in_one_signature_and_named_everywhere_else():
+    """The output-length rule, the batch of sentences, the held-out share, sacreBLEU's
+    resamples, the rotary base: a number that two signatures share is a constant
+    they both name, so that changing it changes it everywhere. (The layers' dropout
+    = 0.1 is the paper's rate in each layer's own signature, as torch.nn writes it.)"""
+    places = collections.defaultdict(list)
+    for name, tree in MODULES.items():
+        for arg, value, fn in numeric_defaults(tree):
+            if arg != "dropout":
+                places[arg, value].append(f"{name}.{fn}")
+    repeated = {k: v for k, v in places.items() if len(v) > 1}
+    assert not repeated, repeated

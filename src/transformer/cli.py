@@ -14,7 +14,7 @@ from pathlib import Path
 from .config import TrainConfig
 from .evaluation import evaluate_checkpoint
 from .shipped import SHIPPED_MODELS, load_translator
-from .decoding import MAX_ALPHA, MAX_LEN_A, MAX_LEN_B, translate
+from .decoding import BATCH_SIZE, MAX_ALPHA, MAX_LEN_A, MAX_LEN_B, translate
 from .distributed import select_device
 from .onnx_export import export_onnx
 from .errors import InputError, TransformerError
@@ -362,8 +362,8 @@ def _add_decoding_arguments(p) -> None:
     p.add_argument(
         "--batch-size",
         type=int,
-        default=64,
-        help="sentences decoded together (default 64)",
+        default=BATCH_SIZE,
+        help=f"sentences decoded together (default {BATCH_SIZE})",
     )
 
 

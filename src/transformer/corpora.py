@@ -2,9 +2,9 @@
 
 # %% auto #0
 __all__ = ['DATA_ENV_VAR', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'TATOEBA_URL', 'TATOEBA_FILE', 'CORPUS_SHA256',
-           'default_data_dir', 'course_data_dir', 'data_search_path', 'CorpusNotFoundError', 'CorpusFormatError',
-           'ChecksumError', 'download_file', 'verify_corpus_file', 'fetch_file', 'read_lines', 'load_parallel',
-           'load_tsv', 'load_multi30k', 'split_pairs', 'load_tatoeba', 'split_pairs_for']
+           'HELD_OUT', 'default_data_dir', 'course_data_dir', 'data_search_path', 'CorpusNotFoundError',
+           'CorpusFormatError', 'ChecksumError', 'download_file', 'verify_corpus_file', 'fetch_file', 'read_lines',
+           'load_parallel', 'load_tsv', 'load_multi30k', 'split_pairs', 'load_tatoeba', 'split_pairs_for']
 
 # %% ../../notebooks/91_corpora.ipynb #c68e9a78
 import gzip
@@ -524,11 +524,16 @@ def _download_tatoeba(url: str, dest: str | Path, sha256: str | None = None) -> 
     )
 
 # %% ../../notebooks/91_corpora.ipynb #e4c59e97
+# the share of a corpus without splits of its own (Tatoeba) held out for
+# validation, and again for test
+HELD_OUT = 0.05
+
+
 def split_pairs(
     pairs: Sequence[tuple[str, str]],
     seed: int = 0,
-    val_fraction: float = 0.05,
-    test_fraction: float = 0.05,
+    val_fraction: float = HELD_OUT,
+    test_fraction: float = HELD_OUT,
     key=None,
 ) -> dict[str, list[tuple[str, str]]]:
     """Deterministic {'train', 'val', 'test'} split of `pairs`, grouped by
@@ -565,8 +570,8 @@ def load_tatoeba(
     root: str | Path | None = None,
     seed: int = 0,
     *,
-    val_fraction: float = 0.05,
-    test_fraction: float = 0.05,
+    val_fraction: float = HELD_OUT,
+    test_fraction: float = HELD_OUT,
     download: bool = True,
 ) -> list[tuple[str, str]]:
     """Tatoeba (English, Chinese) pairs of `split` ('train', 'val' (or 'valid'),

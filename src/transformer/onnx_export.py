@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from .shipped import load_translator
 from transformer.decoding import (
+    BATCH_SIZE,
     MAX_LEN_A,
     MAX_LEN_B,
     length_batches,
@@ -414,7 +415,7 @@ class OnnxTranslator:
             rows, ys = rows[~done], ys[~done]
         return out
 
-    def translate(self, sentences, batch_size: int = 64) -> list[str]:
+    def translate(self, sentences, batch_size: int = BATCH_SIZE) -> list[str]:
         """One output string per input sentence, in order (empty input, empty output).
 
         `sentences` is a list of strings: one string alone is refused (`InputError`), as
