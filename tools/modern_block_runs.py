@@ -34,8 +34,9 @@ notebooks/results/16_modern_block_shipped/<variant>-lr<factor>-s<seed>/val.hyp.
 
 Chapter 18's budget (--budget decoder_only) is the small budget with the decoder-only model in place of the
 encoder-decoder: one stack of 5 blocks (the nearest to the 2 + 2 layers' parameters), with the causal and with
-the prefix source mask (DECODER_ONLY), seeds 0-2 of each, and the small budget's baseline again (the
-encoder-decoder, seeds 0-2), so that all three run on one machine. Each run is also scored with the shipped
+the prefix source mask (DECODER_ONLY), seeds 0-4 of each, and the small budget's baseline again (the
+encoder-decoder, seeds 0-4), so that all three run on one machine (five seeds a side: with three, the
+test over the seeds cannot go below p = 0.1). Each run is also scored with the shipped
 model's beam search (models/multi30k-de-en/decoding.json). Results go to
 notebooks/results/18_decoder_only_runs.json and the translations to
 notebooks/results/18_decoder_only_runs/<variant>-s<seed>[-beam]/val.hyp.
