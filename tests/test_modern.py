@@ -16,6 +16,7 @@ from transformer.modern import (
     RotaryPositions,
     SwiGLU,
     rotary_angles,
+    rotary_self_attention,
     rotate,
 )
 from transformer.multihead import KVCache, MultiHeadAttention
@@ -97,6 +98,23 @@ def test_rotary_uses_chapter_05s_frequencies_and_the_module_matches_the_function
     torch.testing.assert_close(per_row[1], rotary(x[1:], 0)[0])
     with pytest.raises(ValueError, match="raise max_len"):
         rotary(x, torch.tensor([0, 16]))  # row 1: positions 16..20
+    flat = torch.randn(2, 5, d)  # (B, L, d_head): no head axis
+    torch.testing.assert_close(
+        rotary(flat, torch.tensor([7, 0]))[0], rotary(flat, 7)[0]
+    )
+    with pytest.raises(ValueError, match="one per row"):
+        rotary(x, torch.tensor([7, 0, 1]))  # three offsets for two rows
+
+
+def test_a_rotary_block_with_cached_positions_and_no_offset_is_refused():
+    """Its positions come from the model's decode; without them it would turn the new
+    query as if it stood at position 0."""
+    block = rotary_self_attention(16, 2, 0.0, max_len=8)
+    cache, x = KVCache(), torch.randn(1, 1, 16)
+    block(x, x, x, cache=cache, offset=0)
+    block(x, x, x, cache=cache, offset=1)
+    with pytest.raises(ValueError, match="pass offset="):
+        block(x, x, x, cache=cache)
 
 
 def test_swiglu_keeps_the_relu_networks_parameter_count_within_half_a_percent():

@@ -50,7 +50,15 @@ class ArchitectureConfig(ModelConfig):
         positions, the source's and then the output's, as its added table does."""
         if self.num_encoder_layers:
             return super().parts()
-        return ModelConfig.parts(dataclasses.replace(self, max_len=2 * self.max_len))
+        return ModelConfig.parts(
+            dataclasses.replace(self, max_len=self.sequence_length)
+        )
+
+    @property
+    def sequence_length(self) -> int:
+        """The positions one sequence may hold: max_len, or for the decoder-only model
+        2 max_len (the longest source, then the longest output)."""
+        return 2 * self.max_len if self.num_encoder_layers == 0 else self.max_len
 
 
 def _check_decoder_only(c: ArchitectureConfig) -> None:
@@ -124,7 +132,7 @@ class DecoderOnly(nn.Module):
         c = self.config = config
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
         # one table for the source's positions and the output's after them
-        self.positional = parts.positions(c.d_model, 2 * c.max_len, c.dropout)
+        self.positional = parts.positions(c.d_model, c.sequence_length, c.dropout)
         # every block caches, as the decoder's self-attention does
         caching = dataclasses.replace(
             parts, self_attention=parts.decoder_self_attention

@@ -127,7 +127,7 @@ class DecoderSteps:
     def __init__(
         self,
         model: Seq2SeqModel,
-        memory: Tensor,
+        memory: Any,
         src_mask: Tensor,
         use_cache: bool = True,
     ):

@@ -78,8 +78,8 @@ def table_rows(offset: int | Tensor, length: int, rows: int) -> slice | Tensor:
         )
     if last + length > rows:
         raise ValueError(
-            f"positions up to {last + length - 1} requested but the table stops at "
-            f"max_len-1={rows - 1}: raise max_len in the config"
+            f"positions up to {last + length - 1} requested but the position table "
+            f"stops at {rows - 1}: raise max_len in the config"
         )
     if torch.is_tensor(offset):  # row b: positions offset[b] .. offset[b] + length - 1
         return offset[:, None] + torch.arange(length, device=offset.device)  # (B, L)

@@ -38,7 +38,7 @@ class RMSNorm(nn.Module):
         return x / rms * self.weight  # (B, L, D)
 
 # %% ../../notebooks/16_modern_block.ipynb #2315f405
-ROTARY_BASE = 10000.0  # RoFormer's, the sinusoid's base (chapter 05)
+ROTARY_BASE = 10000.0  # RoFormer's; chapter 05's sinusoid uses the same base
 
 
 def rotary_angles(max_len: int, d_head: int, base: float = ROTARY_BASE) -> Tensor:
@@ -56,8 +56,8 @@ def rotary_angles(max_len: int, d_head: int, base: float = ROTARY_BASE) -> Tenso
 
 
 def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """R_p x for every position: x (..., L, d_head), cos and sin (L, d_head / 2)
-    of the angles p * theta_i.
+    """R_p x for every position: x (..., L, d_head), cos and sin of the angles
+    p * theta_i, (L, d_head / 2) or any shape that broadcasts to x's pairs.
 
     Pair i of dimensions, (x_2i, x_2i+1), is turned by its angle:
     (a cos - b sin, a sin + b cos). (RoFormer's pairing; Hugging Face's `rotate_half`
@@ -93,7 +93,14 @@ class RotaryPositions(nn.Module):
         rows = table_rows(offset, x.shape[-2], self.cos.shape[0])
         cos, sin = self.cos[rows], self.sin[rows]  # (L, d_head / 2) or (B, L, ..)
         if cos.dim() == 3:  # one angle per row and position, the same for every head
-            cos, sin = cos[:, None], sin[:, None]  # (B, 1, L, d_head / 2)
+            if x.dim() < 3 or x.shape[0] != len(cos):
+                raise ValueError(
+                    f"{len(cos)} offsets, one per row, but x has shape "
+                    f"{tuple(x.shape)}: its first axis must hold the {len(cos)} rows"
+                )
+            # (B, 1, .., L, d_head / 2): the same angles for every head
+            shape = (len(cos),) + (1,) * (x.dim() - 3) + cos.shape[1:]
+            cos, sin = cos.reshape(shape), sin.reshape(shape)
         return rotate(x, cos, sin)
 
 # %% ../../notebooks/16_modern_block.ipynb #c4b6e6cf
@@ -130,7 +137,7 @@ class EmbeddingDropout(nn.Module):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         return self.dropout(x)  # (B, L, D): positions enter in the attention blocks
 
 

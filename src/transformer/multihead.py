@@ -282,6 +282,17 @@ class MultiHeadAttention(nn.Module):
             need_weights = self.need_weights
         # offset: the position of the first new query (one per row, or for all), which
         # the model works out once; only `rotary` reads it
+        if (
+            self.rotary is not None
+            and cache is not None
+            and self in cache.entries
+            and not torch.is_tensor(offset)
+            and offset == 0
+        ):
+            raise ValueError(
+                "this block holds cached positions, so its new queries do not start at "
+                "position 0: pass offset= (a model's decode works it out)"
+            )
         Q = self._turn(self.split_heads(self.W_q(query)), offset)  # (B, h, T, D_h)
         # (B, h_kv, S, D_h) each; S counts the cached ones
         K, V = self._keys_values(key, value, cache, fixed, offset)
