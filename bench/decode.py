@@ -9,7 +9,12 @@
    sentence runs to the length limit: the output length is exactly the one asked for). Both run on
    the same batch, alternating, in one process; each figure is the median over the repeats. Prints
    ms per sentence and the ratio `recompute / cache` at output lengths 16, 32 and 64.
-2. Beam search (k = 4, length penalty 0.6, batches of 64 sentences sorted by length, the cache on)
+2. How the cache grows: greedy decoding of 512 steps, batch 32, one thread, with the cache that
+   writes each step's keys and values in place (`KVCache`, room doubled when full) against the cache
+   as it was before, which grew by `torch.cat` and so copied all it held at every step (kept here as
+   `CatCache`, the reference). The same model and batch, alternating, in one process; prints tokens
+   per second of each and the ratio `in place / cat` (the target was at least 1.2x).
+3. Beam search (k = 4, length penalty 0.6, batches of 64 sentences sorted by length, the cache on)
    over the 1,000 sentences of Multi30k test_2016_flickr, as `transformer translate` runs it. With the
    shipped German->English model when it is present (trained outputs, stopping at EOS); otherwise
    random weights of the same configuration with outputs capped at source length + 10 tokens, and it
@@ -24,10 +29,11 @@ from pathlib import Path
 
 import torch
 
-from transformer.corpora import load_multi30k
-from transformer.shipped import load_translator, models_dir
+from transformer.engine.corpora import load_multi30k
+from transformer.engine.shipped import load_translator, models_dir
 from transformer.decoding import greedy_decode, translate
 from transformer.model import Transformer, TransformerConfig
+from transformer.multihead import KVCache
 
 from timing import timed  # bench/timing.py: python puts the script's folder on the path
 
@@ -73,6 +79,69 @@ def cache_ratios(device: torch.device, repeats: int, sync) -> None:
             statistics.median(runs[c]) / len(src) * 1000 for c in (False, True)
         )
         print(f"{T:>14} {full:>18.2f} {cached:>14.2f} {full / cached:>17.2f}x")
+
+
+class CatCache(KVCache):
+    """The reference: the cache before it filled in place. Each update concatenates,
+    copying the L cached positions to append S new ones."""
+
+    def update(self, block, K, V, fixed=False):
+        if block in self.entries and not fixed:
+            K, V = (
+                torch.cat([old, new], dim=2)
+                for old, new in zip(self.entries[block], (K, V))
+            )
+        self.entries[block] = (K, V)
+        if fixed:
+            self.fixed.add(block)
+        return K, V
+
+    def select(self, rows, same_sources=False):
+        for block, (K, V) in self.entries.items():
+            if not (same_sources and block in self.fixed):
+                self.entries[block] = (K[rows], V[rows])
+
+
+def cache_growth(device: torch.device, repeats: int, sync, steps: int = 512) -> None:
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = Transformer(
+        TransformerConfig(8000, 8000, **{**SMALL, "max_len": steps + 1})
+    )
+    model = model.to(device).eval()
+    src = torch.randint(
+        4, 8000, (32, 16), generator=torch.Generator().manual_seed(0)
+    ).to(device)  # (32, S = 16)
+    tokens = {}
+    runs = {KVCache: [], CatCache: []}
+    for _ in range(repeats):
+        for cache in runs:
+            model.new_cache = lambda memory, cache=cache: cache()
+            out = []
+            runs[cache].append(
+                timed(
+                    lambda: out.extend(
+                        greedy_decode(model, src, max_len_a=0.0, max_len_b=steps)
+                    ),
+                    sync,
+                )
+            )
+            tokens[cache] = [h.tokens for h in out]
+    del model.new_cache
+    assert tokens[KVCache] == tokens[CatCache], "the two caches decoded differently"
+    generated = sum(len(t) + 1 for t in tokens[KVCache])  # + the EOS, where reached
+    rate = {c: generated / statistics.median(r) for c, r in runs.items()}
+    print(
+        f"greedy decoding, {steps} steps, batch {len(src)}, "
+        f"{torch.get_num_threads()} thread(s), median of {repeats}:"
+    )
+    print(
+        f"  in place {rate[KVCache]:,.0f} tokens/s, torch.cat {rate[CatCache]:,.0f} tokens/s, "
+        f"in place / cat {rate[KVCache] / rate[CatCache]:.2f}x (target: >= 1.2x)"
+    )
+    torch.set_num_threads(threads)
 
 
 def beam_throughput(device: torch.device, model_path: str | None) -> None:
@@ -128,11 +197,18 @@ def main() -> None:
         help="checkpoint for the throughput part (default: the shipped multi30k-de-en)",
     )
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument(
+        "--only-growth", action="store_true", help="only part 2: the cache's growth"
+    )
     args = parser.parse_args()
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     with torch.inference_mode():
+        if args.only_growth:
+            cache_growth(device, args.repeats, sync)
+            return 0
         cache_ratios(device, args.repeats, sync)
+        cache_growth(device, args.repeats, sync)
         if not args.skip_throughput:
             beam_throughput(device, args.model)
     return 0

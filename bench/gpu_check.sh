@@ -137,8 +137,8 @@ check "the resumed run ends with the same weights (tolerance 1e-2 relative: GPU 
 import json, sys, torch
 from pathlib import Path
 from safetensors.torch import load_file
-from transformer.checkpoints import latest_checkpoint
-from transformer.metrics import read_metrics
+from transformer.engine.checkpoints import latest_checkpoint
+from transformer.engine.metrics import read_metrics
 out = Path(sys.argv[1])
 a, b = (load_file(str(latest_checkpoint(out / d / "checkpoints") / "model.safetensors")) for d in ("tiny-full", "tiny-resumed"))
 worst = max(((a[k] - b[k]).norm() / a[k].norm().clamp_min(1e-12)).item() for k in a)
@@ -153,8 +153,8 @@ assert worst < 1e-2 and rows[-1]["loss"] < rows[0]["loss"]
 EOF
 check "tiny with torch.compile" 150 "$PY" - "$OUT" <<'EOF'
 import sys, dataclasses
-from transformer.config import TrainConfig
-from transformer.train import train
+from transformer.engine.config import TrainConfig
+from transformer.engine.trainer import train
 c = TrainConfig.from_toml("configs/tiny.toml")
 c = dataclasses.replace(c, out_dir=sys.argv[1] + "/tiny-compiled", device="cuda", compile=True, progress=False)
 c.optim.max_steps = 20
@@ -175,7 +175,7 @@ check "multi30k-base, 150 steps" 150 "$PY" -m transformer train --config configs
     --out-dir "$OUT/base" --max-steps 150 --no-progress
 check "multi30k-base: its speed" 30 "$PY" - "$OUT" <<'EOF'
 import json, sys, statistics
-from transformer.metrics import read_metrics
+from transformer.engine.metrics import read_metrics
 rows = [r for r in read_metrics(sys.argv[1] + "/base") if r["kind"] == "step"]
 tps = statistics.median(r["tokens_per_s"] for r in rows[20:])
 print(f"  median {tps:,.0f} target tokens/s; loss {rows[0]['loss']:.3f} -> {rows[-1]['loss']:.3f}; "

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from transformer.embedding import PositionalEncoding, TokenEmbedding
 from transformer.model import Transformer, TransformerConfig
 from transformer.loss import label_smoothed_loss
-from transformer.train import autocast, keep_freed_memory
+from transformer.engine.trainer import autocast, keep_freed_memory
 
 # name: (D, h, N layers each side, D_ff, batch size B, source length S, target length T, vocabulary)
 SIZES = {
@@ -262,8 +262,8 @@ def padding_report(max_tokens: int) -> str:
     The sampler sorts by max(S_i, T_i + 1) and fills a batch up to `max_tokens` of that size; source and
     target are then each padded to their own longest row. Counted on the shipped model's tokenizer.
     """
-    from transformer.shipped import models_dir
-    from transformer.corpora import load_multi30k
+    from transformer.engine.shipped import models_dir
+    from transformer.engine.corpora import load_multi30k
     from transformer.data import TokenBudgetBatchSampler, TranslationDataset
     from transformer.tokenizer import Tokenizer
 

@@ -37,7 +37,7 @@ def course_data() -> Path:
 
 def _tiny_train_config(tmp_path: Path, name: str = "run", **changes):
     """configs/tiny.toml on the CPU, quiet, writing under tmp_path; `optim__epochs=3` sets optim.epochs."""
-    from transformer.config import TrainConfig
+    from transformer.engine.config import TrainConfig
 
     settings = TrainConfig.from_toml(ROOT / "configs" / "tiny.toml").to_dict()
     settings.update(
@@ -60,7 +60,7 @@ def tiny_train_config():
 def tiny_run(tmp_path_factory, course_data) -> Path:
     """A run folder of configs/tiny.toml (seconds to train): checkpoints/step-*, latest, best, metrics.csv.
     One per test module, so that no module sees what another did to it."""
-    from transformer.train import train
+    from transformer.engine.trainer import train
 
     config = _tiny_train_config(tmp_path_factory.mktemp("tiny-run"))
     train(config)

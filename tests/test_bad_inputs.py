@@ -1,7 +1,7 @@
 """Every bad input gets one clear answer: exit status 2, one `error: ...` line that says what is wrong and what to
 do, no traceback, and nothing written by the rejected run.
 
-Table-driven. Each case is a command line, run in-process through `transformer.cli.main` (standard input
+Table-driven. Each case is a command line, run in-process through `transformer.engine.cli.main` (standard input
 replaced where the case gives one), in a scratch folder that holds everything the case reads: a copy of a
 tiny trained model damaged one way, a config file, a corpus. The folder's listing (names, sizes, times) must
 be the same after the command as before it. The damaged models also go through `load_checkpoint` and
@@ -28,18 +28,18 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import transformer.cli as cli
-import transformer.train as train_module
-from transformer.checkpoints import load_checkpoint, load_training_state
-from transformer.config import TrainConfig
-from transformer.shipped import load_translator
+import transformer.engine.cli as cli
+import transformer.engine.trainer as train_module
+from transformer.engine.checkpoints import load_checkpoint, load_training_state
+from transformer.engine.config import TrainConfig
+from transformer.engine.shipped import load_translator
 from transformer.errors import (
     CheckpointError,
     ConfigError,
     InputError,
 )
 from transformer.decoding import translate
-from transformer.metrics import read_metrics
+from transformer.engine.metrics import read_metrics
 
 from helpers import (
     DROP,
@@ -1412,7 +1412,7 @@ def test_a_bug_inside_a_training_run_is_not_turned_into_bad_input(
 def test_a_bug_while_loading_weights_is_not_turned_into_a_checkpoint_error(
     tiny_run, monkeypatch
 ):
-    import transformer.checkpoints as checkpoints
+    import transformer.engine.checkpoints as checkpoints
 
     def bug(*args, **kwargs):
         raise RuntimeError("a bug in the loader")
@@ -1502,7 +1502,7 @@ def test_what_the_package_writes_gets_the_umask_s_permissions_not_private_ones(
     set: a checkpoint, metrics.csv, an export or an evaluation served by another user could not be read."""
     old = os.umask(0o022)
     try:
-        from transformer.train import train
+        from transformer.engine.trainer import train
 
         result = train(tiny_train_config(tmp_path, "run", optim__max_steps=3))
         assert (
@@ -2061,7 +2061,7 @@ def test_a_run_killed_before_its_first_checkpoint_leaves_a_folder_a_new_run_can_
 ):
     """SIGTERM or a power cut before the first checkpoint leaves tokenizer/ and metrics.csv and no checkpoint:
     --resume has nothing to resume, so a new run must be allowed to start over them."""
-    from transformer.train import train
+    from transformer.engine.trainer import train
 
     out = tmp_path / "run"
     (out / "tokenizer").mkdir(parents=True)

@@ -10,8 +10,8 @@ fifteen-word sentence once the model is loaded. Needs Chromium and playwright, a
 import json
 
 
-from transformer.shipped import load_translator
-from transformer.corpora import split_pairs_for
+from transformer.engine.shipped import load_translator
+from transformer.engine.corpora import split_pairs_for
 from transformer.decoding import translate
 
 PAGE = "notebooks/15_end_to_end.html"
@@ -108,8 +108,8 @@ def test_the_box_says_what_to_do_when_the_book_is_opened_from_disk(
 
 
 def test_the_exported_models_in_the_book_are_those_of_models_dir(built_book):
-    from transformer.shipped import models_dir
-    from transformer.onnx_export import weights_sha256
+    from transformer.engine.shipped import models_dir
+    from transformer.engine.onnx_export import weights_sha256
 
     for name in FIRST:
         meta = json.loads(

@@ -8,10 +8,14 @@ import pytest
 from safetensors.torch import load_file, save_file, save_model
 
 from helpers import ROOT, SENTENCE, edit_json, latest
-from transformer.checkpoints import load_checkpoint, read_train_config, save_model_files
-from transformer.config import ModelSettings, check_resume_compatible
+from transformer.engine.checkpoints import (
+    load_checkpoint,
+    read_train_config,
+    save_model_files,
+)
+from transformer.engine.config import ModelSettings, check_resume_compatible
 from transformer.decoding import translate
-from transformer.shipped import models_dir
+from transformer.engine.shipped import models_dir
 from transformer.errors import CheckpointError, InputError
 from transformer.model import Transformer
 from transformer.modern import ModelConfig

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer.cli import CommandError, read_input_lines
+from transformer.engine.cli import CommandError, read_input_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Tests for transformer.config (appendix 92): every shipped config loads, a bad one is refused with a
+"""Tests for transformer.engine.config (appendix 92): every shipped config loads, a bad one is refused with a
 message that names the setting, and any value of any field gives a config or a one-line ConfigError."""
 
 import tomllib
@@ -7,7 +7,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transformer.config import DataConfig, ModelSettings, OptimConfig, TrainConfig
+from transformer.engine.config import (
+    DataConfig,
+    ModelSettings,
+    OptimConfig,
+    TrainConfig,
+)
 from transformer.errors import ConfigError
 
 from helpers import ROOT, TINY, tiny_config, write_config

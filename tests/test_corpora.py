@@ -1,4 +1,4 @@
-"""Tests for transformer.corpora (appendix 91): the real corpora and their split sizes, where files come from and
+"""Tests for transformer.engine.corpora (appendix 91): the real corpora and their split sizes, where files come from and
 offline downloads, reading files with every bad input, and splitting."""
 
 import gzip
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import transformer.corpora as corpora
-from transformer.corpora import (
+import transformer.engine.corpora as corpora
+from transformer.engine.corpora import (
     MULTI30K_SHA256,
     MULTI30K_SPLITS,
     ChecksumError,

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
-from transformer.corpora import load_multi30k, load_parallel
+from transformer.engine.corpora import load_multi30k, load_parallel
 from transformer.data import Batch, TokenBudgetBatchSampler, TranslationDataset, collate
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, train_tokenizer
 

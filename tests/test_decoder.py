@@ -6,9 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from transformer.decoder import Decoder, DecoderLayer, copy_decoder_layer_from_torch
+from transformer.decoder import Decoder, DecoderLayer
 from transformer.masking import causal_mask
 from transformer.multihead import KVCache
+from transformer.reference import copy_decoder_layer_from_torch
 
 
 def key_padding(lengths: list[int], L: int) -> torch.Tensor:

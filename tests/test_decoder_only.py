@@ -5,7 +5,7 @@ the settings it refuses."""
 import pytest
 import torch
 
-from transformer.checkpoints import load_checkpoint, model_bytes
+from transformer.engine.checkpoints import load_checkpoint, model_bytes
 from transformer.decoder_only import (
     ArchitectureConfig,
     DecoderOnly,
@@ -235,7 +235,7 @@ def test_a_training_config_with_a_decoder_only_model_and_two_vocabularies_is_ref
 def test_the_trainer_trains_saves_and_loads_it_and_translate_uses_it(
     tiny_train_config, tmp_path, course_data
 ):
-    from transformer.train import train
+    from transformer.engine.trainer import train
 
     run = tiny_train_config(
         tmp_path, model__num_encoder_layers=0, model__num_decoder_layers=2
@@ -268,8 +268,8 @@ def test_the_attention_explorer_refuses_a_decoder_only_model_and_says_what_to_re
 def test_the_onnx_export_refuses_a_decoder_only_checkpoint_before_writing_anything(
     tiny_train_config, tmp_path, course_data
 ):
-    from transformer.onnx_export import export_onnx
-    from transformer.train import train
+    from transformer.engine.onnx_export import export_onnx
+    from transformer.engine.trainer import train
 
     run = tiny_train_config(tmp_path, model__num_encoder_layers=0, optim__epochs=1)
     train(run)

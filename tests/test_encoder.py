@@ -12,10 +12,10 @@ from transformer.encoder import (
     Encoder,
     EncoderLayer,
     FeedForward,
-    copy_encoder_layer_from_torch,
 )
 from transformer.decoder import Decoder
 from transformer.masking import padding_mask
+from transformer.reference import copy_encoder_layer_from_torch
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 

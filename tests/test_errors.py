@@ -4,8 +4,12 @@ module that imports nothing."""
 import ast
 
 
-import transformer.cli as cli
-from transformer.corpora import ChecksumError, CorpusFormatError, CorpusNotFoundError
+import transformer.engine.cli as cli
+from transformer.engine.corpora import (
+    ChecksumError,
+    CorpusFormatError,
+    CorpusNotFoundError,
+)
 from transformer.errors import (
     CheckpointError,
     CheckpointNotFoundError,

@@ -7,7 +7,7 @@ import statistics
 import pytest
 import sacrebleu
 
-from transformer.corpora import split_pairs_for
+from transformer.engine.corpora import split_pairs_for
 from transformer.errors import InputError
 from transformer.evaluation import (
     corpus_bleu,
@@ -20,7 +20,7 @@ from transformer.evaluation import (
     SeedPairs,
     permutation_p,
 )
-from transformer.config import DataConfig
+from transformer.engine.config import DataConfig
 
 
 def test_corpus_bleu_is_sacrebleu_with_its_signature_cased_and_13a_by_default():

@@ -41,12 +41,13 @@ def fresh_export(tmp_path_factory) -> Path:
 
 
 def test_every_exported_module_matches_its_notebook(fresh_export):
-    exported = sorted(fresh_export.glob("*.py"))
+    exported = sorted(fresh_export.rglob("*.py"))
     assert exported, "the notebooks exported nothing"
     stale = [
-        p.name
+        str(p.relative_to(fresh_export))
         for p in exported
-        if not (LIB / p.name).exists() or (LIB / p.name).read_text() != p.read_text()
+        if not (LIB / p.relative_to(fresh_export)).exists()
+        or (LIB / p.relative_to(fresh_export)).read_text() != p.read_text()
     ]
     assert not stale, (
         f"src/transformer/{stale} differ from a fresh export of the notebooks: "
@@ -55,19 +56,28 @@ def test_every_exported_module_matches_its_notebook(fresh_export):
 
 
 def test_no_generated_module_is_orphaned(fresh_export):
-    generated = {p.name for p in LIB.glob("*.py") if p.read_text().startswith(HEADER)}
-    orphans = sorted(generated - {p.name for p in fresh_export.glob("*.py")})
+    generated = {
+        p.relative_to(LIB)
+        for p in LIB.rglob("*.py")
+        if p.read_text().startswith(HEADER)
+    }
+    orphans = sorted(
+        str(p)
+        for p in generated
+        - {p.relative_to(fresh_export) for p in fresh_export.rglob("*.py")}
+    )
     assert not orphans, (
         f"{orphans} carry the generated header but no notebook exports them: delete them"
     )
 
 
 def test_every_module_but_the_public_surface_is_generated():
-    hand_written = {"__init__.py", "__main__.py"}
+    hand_written = {"__init__.py", "__main__.py", "engine/__init__.py"}
     plain = sorted(
-        p.name
-        for p in LIB.glob("*.py")
-        if p.name not in hand_written and not p.read_text().startswith(HEADER)
+        p.relative_to(LIB).as_posix()
+        for p in LIB.rglob("*.py")
+        if p.relative_to(LIB).as_posix() not in hand_written
+        and not p.read_text().startswith(HEADER)
     )
     assert not plain, (
         f"{plain} are not generated from a notebook: move their code into the chapter that explains it"

@@ -122,7 +122,7 @@ def test_the_image_list_is_dated_and_lists_the_image_s_packages():
 
 def test_what_importing_the_package_needs_is_in_the_gpu_image_or_carried_as_a_wheel():
     found = []
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         found += [
             f
             for f in third_party(imports(ast.parse(path.read_text()), path.name))
@@ -163,7 +163,7 @@ def test_an_import_inside_a_package_function_is_in_the_image_carried_or_an_optio
         for spec in specs
     }
     found = []
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         found += [
             f
             for f in third_party(imports(ast.parse(path.read_text()), path.name))

@@ -11,8 +11,8 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from transformer.corpora import load_multi30k
-from transformer.shipped import SHIPPED_MODELS, load_translator, models_dir
+from transformer.engine.corpora import load_multi30k
+from transformer.engine.shipped import SHIPPED_MODELS, load_translator, models_dir
 from transformer.decoding import translate
 from transformer.evaluation import corpus_bleu
 

@@ -10,10 +10,10 @@ import transformer
 from transformer.attention import attention
 from transformer.multihead import (
     MultiHeadAttention,
-    copy_weights_from_torch,
     merge_heads,
     split_heads,
 )
+from transformer.reference import copy_weights_from_torch
 
 FAST = settings(max_examples=30, deadline=None)
 # B, T, S, h, D_h

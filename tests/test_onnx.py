@@ -1,4 +1,4 @@
-"""The shipped translators as ONNX (transformer.onnx_export, appendix 96): the files `transformer export-onnx`
+"""The shipped translators as ONNX (transformer.engine.onnx_export, appendix 96): the files `transformer export-onnx`
 writes compute what the PyTorch model computes, and translate as it does.
 
 Both models are exported once, through the command line, into a temporary folder (about 10 s each).
@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from transformer.shipped import SHIPPED_MODELS, load_translator
-from transformer.cli import main
-from transformer.corpora import split_pairs_for
+from transformer.engine.shipped import SHIPPED_MODELS, load_translator
+from transformer.engine.cli import main
+from transformer.engine.corpora import split_pairs_for
 from transformer.decoding import translate
-from transformer.onnx_export import OnnxTranslator, weights_sha256
+from transformer.engine.onnx_export import OnnxTranslator, weights_sha256
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer.visualize import keeping_weights
 
@@ -94,7 +94,7 @@ def test_scores_memory_and_cross_attention_match_pytorch(exported, name):
 def test_the_decoder_graph_returns_its_weights_outside_any_context(exported):
     """DecoderGraph keeps the weights of its own pass; it needs no caller to switch
     the blocks to the explicit path first, and leaves them as they were."""
-    from transformer.onnx_export import DecoderGraph
+    from transformer.engine.onnx_export import DecoderGraph
 
     model = exported[SHIPPED_MODELS[0]][0].model
     src = torch.tensor([[5, 6, 7, 8], [9, 10, PAD_ID, PAD_ID]])
@@ -159,8 +159,8 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
 
     from safetensors.torch import save_model
 
-    from transformer.checkpoints import load_checkpoint
-    from transformer.shipped import models_dir
+    from transformer.engine.checkpoints import load_checkpoint
+    from transformer.engine.shipped import models_dir
     from transformer.model import Transformer
     from transformer.modern import ModelConfig
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer.checkpoints import MODEL_FORMAT, load_checkpoint
+from transformer.engine.checkpoints import MODEL_FORMAT, load_checkpoint
 
 from helpers import latest, listing, load_tool
 
@@ -158,7 +158,7 @@ def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_b
 def test_modern_block_runs_shipped_budget_trains_the_fast_recipe_with_either_block(
     tmp_path,
 ):
-    from transformer.config import TrainConfig
+    from transformer.engine.config import TrainConfig
 
     tool = load_tool("modern_block_runs")
     budget = tool.BUDGETS["shipped"]
@@ -193,7 +193,7 @@ def test_gqa_decoding_measures_the_shipped_shape_and_a_cache_of_the_formulas_siz
     import torch
 
     from transformer.attention_cost import kv_cache_bytes
-    from transformer.config import TrainConfig
+    from transformer.engine.config import TrainConfig
     from transformer.decoder_only import ArchitectureConfig
     from transformer.model import Transformer
 

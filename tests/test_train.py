@@ -23,24 +23,29 @@ from safetensors.torch import load_file
 
 from helpers import one_layer_config
 
-import transformer.train as train_module
-from transformer.checkpoints import (
+import transformer.engine.trainer as train_module
+from transformer.engine.checkpoints import (
     checkpoint_problem,
     latest_checkpoint,
     load_checkpoint,
     load_training_state,
     save_training_state,
 )
-from transformer.config import TrainConfig
-from transformer.corpora import CorpusNotFoundError
+from transformer.engine.config import TrainConfig
+from transformer.engine.corpora import CorpusNotFoundError
 from transformer.errors import ConfigError
 from transformer.data import collate
-from transformer.metrics import read_metrics
+from transformer.engine.metrics import read_metrics
 from transformer.model import Transformer
 from transformer.schedule import (
     InverseSqrtSchedule,
 )
-from transformer.train import NonFiniteLossError, train, train_step, validation_metrics
+from transformer.engine.trainer import (
+    NonFiniteLossError,
+    train,
+    train_step,
+    validation_metrics,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.toml"
@@ -186,7 +191,7 @@ def _loss(model):
 
 
 def test_adamw_decays_the_matrices_only_and_without_decay_steps_as_adam():
-    from transformer.train import parameter_groups
+    from transformer.engine.trainer import parameter_groups
 
     model = _small_model()
     decay, rest = parameter_groups(model, 0.1)
@@ -212,7 +217,7 @@ def test_adamw_decays_the_matrices_only_and_without_decay_steps_as_adam():
 
 
 def test_an_optimiser_state_saved_in_one_group_resumes_in_the_two_groups(tmp_path):
-    from transformer.train import _in_groups, parameter_groups
+    from transformer.engine.trainer import _in_groups, parameter_groups
 
     old, new = _small_model(), _small_model()
     one = torch.optim.Adam(old.parameters(), lr=1.0, betas=(0.9, 0.98))
@@ -616,7 +621,7 @@ def test_resume_with_no_intact_checkpoint_is_one_clear_error(reference_run, tmp_
 FAULTS_OF_A_REPEATED_BLOCK = """
 import resource, sys, torch
 if sys.argv[1] == "keep":
-    from transformer.train import keep_freed_memory
+    from transformer.engine.trainer import keep_freed_memory
     assert keep_freed_memory()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(10):

@@ -6,8 +6,8 @@ import matplotlib
 import pytest
 import torch
 
-from transformer.checkpoints import load_checkpoint
-from transformer.shipped import load_translator, models_dir
+from transformer.engine.checkpoints import load_checkpoint
+from transformer.engine.shipped import load_translator, models_dir
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
 from transformer.tokenizer import BOS_ID

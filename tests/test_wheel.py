@@ -182,7 +182,7 @@ def in_venv(installed, *command) -> str:
 
 def test_the_installed_package_is_the_wheel_not_the_checkout(installed):
     probe = (
-        "import json, sys, transformer; from transformer.shipped import models_dir; "
+        "import json, sys, transformer; from transformer.engine.shipped import models_dir; "
         "print(json.dumps({'file': transformer.__file__, 'path': sys.path, 'models': str(models_dir())}))"
     )
     found = json.loads(in_venv(installed, installed.python, "-c", probe))
@@ -197,7 +197,7 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed):
 
 
 def test_the_wheel_carries_every_file_of_every_shipped_model(installed):
-    from transformer.shipped import SHIPPED_MODELS
+    from transformer.engine.shipped import SHIPPED_MODELS
 
     for name in SHIPPED_MODELS:
         assert_same_tree(
@@ -239,7 +239,7 @@ def test_the_wheel_carries_the_corpora_and_the_installed_loaders_read_them_offli
         )
     assert_same_tree(installed.package / "_shipped" / "data", ROOT / "data")
     probe = (
-        "import json; from transformer.corpora import load_multi30k, load_tatoeba; "
+        "import json; from transformer.engine.corpora import load_multi30k, load_tatoeba; "
         "print(json.dumps({'val': load_multi30k('val'), 'test': load_tatoeba('test')}))"
     )
     loaded = json.loads(in_venv(installed, installed.python, "-c", probe))

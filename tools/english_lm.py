@@ -46,14 +46,14 @@ def continuation_pairs(sentences: list[str], seed: int) -> list[tuple[str, str]]
 def main() -> None:
     import torch
 
-    from transformer.checkpoints import save_model_files
-    from transformer.corpora import load_multi30k
+    from transformer.engine.checkpoints import save_model_files
+    from transformer.engine.corpora import load_multi30k
     from transformer.data import TokenBudgetBatchSampler, TranslationDataset, collate
     from transformer.decoder_only import ArchitectureConfig, build_model
     from transformer.files import atomic_folder
     from transformer.schedule import LinearDecaySchedule
     from transformer.tokenizer import train_tokenizer
-    from transformer.train import train_step, validation_metrics
+    from transformer.engine.trainer import train_step, validation_metrics
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

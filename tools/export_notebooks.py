@@ -9,8 +9,9 @@ none of which this project wants. `__init__.py` is written by hand: it is the pu
 
 A chapter may also send cells to a second module with `#| export MODULE` (chapter 9 writes both
 `data.py` and `tokenizer.py`). nbdev appends such cells to an existing file instead of writing a new
-one, so before each notebook is exported its secondary modules are reset to an empty header: the
-export stays a pure function of the notebooks.
+one, so before the notebooks are exported every secondary module is reset to an empty header, and
+the notebooks then append to it in course order (chapters 03, 06 and 07 all write
+`reference.py`): the export stays a pure function of the notebooks.
 """
 
 import argparse
@@ -27,8 +28,8 @@ from nbdev.export import nb_export
 _SECONDARY = re.compile(r"^#\|\s*export[is]?\s+([A-Za-z_][\w.]*)\s*$")
 
 
-def _reset_secondary_modules(nb: Path, lib: Path) -> None:
-    """Give every module that `nb` reaches with `#| export MODULE` a fresh header for nbdev to append to."""
+def _secondary_modules(nb: Path) -> set[str]:
+    """The modules that `nb` reaches with `#| export MODULE`."""
     cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
     modules = set()
     for cell in cells:
@@ -43,7 +44,17 @@ def _reset_secondary_modules(nb: Path, lib: Path) -> None:
                 for line in source.splitlines()
                 if (m := _SECONDARY.match(line))
             )
-    for module in sorted(modules):
+    return modules
+
+
+def _reset_secondary_modules(notebooks: list[Path], lib: Path) -> None:
+    """Give every module reached with `#| export MODULE` a fresh header for nbdev to append to,
+    naming the first notebook (in course order) that writes to it."""
+    first = {}
+    for nb in notebooks:
+        for module in _secondary_modules(nb):
+            first.setdefault(module, nb)
+    for module, nb in sorted(first.items()):
         path = lib / (module.replace(".", "/") + ".py")
         path.parent.mkdir(parents=True, exist_ok=True)
         rel = os.path.relpath(nb, path.parent).replace(os.sep, "/")
@@ -60,17 +71,17 @@ def export(root: Path) -> list[Path]:
     notebooks = sorted((root / "notebooks").glob("[0-9]*.ipynb"))
     if not notebooks:
         raise SystemExit(f"no chapter notebooks found under {root / 'notebooks'}")
-    before = {p: p.stat().st_mtime_ns for p in lib.glob("*.py")}
+    before = {p: p.stat().st_mtime_ns for p in lib.rglob("*.py")}
     cwd = os.getcwd()
     os.chdir(root)  # nbdev finds pyproject.toml from the working directory
     try:
+        _reset_secondary_modules(notebooks, lib)
         for nb in notebooks:
-            _reset_secondary_modules(nb, lib)
             with contextlib.redirect_stdout(io.StringIO()):
                 nb_export(str(nb), lib_path=str(lib))
     finally:
         os.chdir(cwd)
-    return sorted(p for p in lib.glob("*.py") if before.get(p) != p.stat().st_mtime_ns)
+    return sorted(p for p in lib.rglob("*.py") if before.get(p) != p.stat().st_mtime_ns)
 
 
 if __name__ == "__main__":

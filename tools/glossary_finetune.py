@@ -23,13 +23,13 @@ import time
 
 import torch
 
-from transformer.corpora import load_tatoeba
+from transformer.engine.corpora import load_tatoeba
 from transformer.data import collate
-from transformer.shipped import load_translator
+from transformer.engine.shipped import load_translator
 from transformer.decoding import translate
 from transformer.evaluation import corpus_bleu, group_references
 from transformer.files import atomic_write_text
-from transformer.train import train_step
+from transformer.engine.trainer import train_step
 
 # Terms and short sentences in the register of Tatoeba (complete, punctuated sentences) and as titles.
 GLOSSARY = [

@@ -4,7 +4,7 @@
 
 The GPU machine has no network and its own Python (3.12) with a fixed set of packages
 (bench/gpu-image-packages.txt, copied from the image's listing with its date). Everything the package imports
-at module level is there but pydantic (transformer.config) and what pydantic needs, so those travel as
+at module level is there but pydantic (transformer.engine.config) and what pydantic needs, so those travel as
 wheels: Python 3.12, manylinux x86-64, one version each (the versions this checkout's environment runs its
 tests with), downloaded with --no-deps. The download is then checked: every requirement of every wheel is either
 another carried wheel or a package of the image. tests/test_gpu_image.py keeps WHEELS complete as the package

@@ -70,7 +70,7 @@ def shipped_shape() -> dict:
     `ArchitectureConfig` keywords, without dropout."""
     import dataclasses
 
-    from transformer.config import TrainConfig
+    from transformer.engine.config import TrainConfig
 
     config = TrainConfig.from_toml(SHIPPED)
     vocab = config.data.vocab_size
@@ -111,7 +111,7 @@ def main() -> None:
     from transformer.files import atomic_write_bytes
     from transformer.model import Transformer
     from transformer.decoder_only import ArchitectureConfig
-    from transformer.train import cpu_name
+    from transformer.engine.trainer import cpu_name
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

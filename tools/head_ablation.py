@@ -20,8 +20,8 @@ import time
 
 import torch
 
-from transformer.shipped import load_translator
-from transformer.corpora import split_pairs_for
+from transformer.engine.shipped import load_translator
+from transformer.engine.corpora import split_pairs_for
 from transformer.decoding import translate
 from transformer.evaluation import corpus_bleu, group_references, paired_bleu_test
 from transformer.files import atomic_write_bytes

@@ -181,7 +181,7 @@ def run_config(
     precision: str | None = None,
 ):
     """The TrainConfig of one run of a budget (`precision`: None keeps the budget's)."""
-    from transformer.config import TrainConfig
+    from transformer.engine.config import TrainConfig
 
     name = budget.run_name(variant, seed, lr_scale, precision)
     common = dict(
@@ -236,10 +236,10 @@ def one_run(
     """Train (or resume) one run and measure it: runs in a child process with one thread."""
     import torch
 
-    from transformer.checkpoints import load_checkpoint
+    from transformer.engine.checkpoints import load_checkpoint
     from transformer.evaluation import evaluate_checkpoint
-    from transformer.metrics import read_metrics
-    from transformer.train import train
+    from transformer.engine.metrics import read_metrics
+    from transformer.engine.trainer import train
 
     torch.set_num_threads(1)
     config = run_config(budget, variant, seed, lr_scale, out_dir, precision)
@@ -299,7 +299,7 @@ def one_run(
 
 
 def main() -> None:
-    from transformer.train import cpu_has_bf16_matmul, cpu_name
+    from transformer.engine.trainer import cpu_has_bf16_matmul, cpu_name
     from transformer.files import atomic_write_bytes
 
     parser = argparse.ArgumentParser(

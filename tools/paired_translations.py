@@ -25,7 +25,7 @@ import torch
 from transformer.decoding import translate
 from transformer.evaluation import corpus_bleu, group_references
 from transformer.files import atomic_write_text
-from transformer.shipped import load_translator, models_dir
+from transformer.engine.shipped import load_translator, models_dir
 
 
 OUT = Path(__file__).resolve().parents[1] / "notebooks" / "results"

@@ -34,7 +34,7 @@ import torch
 from transformer.errors import InputError, TransformerError
 from transformer.averaging import average_weights
 from transformer.files import atomic_folder
-from transformer.checkpoints import Checkpoint, load_checkpoint, save_model_files
+from transformer.engine.checkpoints import Checkpoint, load_checkpoint, save_model_files
 from transformer.evaluation import evaluate_checkpoint
 
 

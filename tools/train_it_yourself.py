@@ -30,12 +30,12 @@ from pathlib import Path
 
 import torch
 
-from transformer.checkpoints import load_checkpoint
+from transformer.engine.checkpoints import load_checkpoint
 from transformer.evaluation import evaluate_checkpoint
-from transformer.config import TrainConfig
+from transformer.engine.config import TrainConfig
 from transformer.files import atomic_write_text
-from transformer.metrics import read_metrics
-from transformer.train import cpu_name
+from transformer.engine.metrics import read_metrics
+from transformer.engine.trainer import cpu_name
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "train_it_yourself.json"

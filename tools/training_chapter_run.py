@@ -19,15 +19,15 @@ from pathlib import Path
 
 import torch
 
-from transformer.corpora import load_multi30k
+from transformer.engine.corpora import load_multi30k
 from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer
 from transformer.files import atomic_write_bytes
 from transformer.tokenizer import BOS_ID, EOS_ID
-from transformer.checkpoints import load_checkpoint
-from transformer.config import DataConfig, OptimConfig, TrainConfig
-from transformer.metrics import read_metrics
-from transformer.train import cpu_name, train
+from transformer.engine.checkpoints import load_checkpoint
+from transformer.engine.config import DataConfig, OptimConfig, TrainConfig
+from transformer.engine.metrics import read_metrics
+from transformer.engine.trainer import cpu_name, train
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "10_training_run.json"

@@ -37,8 +37,8 @@ def add_module_where_used(app, pagename, templatename, context, doctree) -> None
 def export_models(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
-    from transformer.shipped import SHIPPED_MODELS, models_dir
-    from transformer.onnx_export import export_onnx, weights_sha256
+    from transformer.engine.shipped import SHIPPED_MODELS, models_dir
+    from transformer.engine.onnx_export import export_onnx, weights_sha256
 
     static = Path(app.outdir) / "_static"
     runtime = sum((static / f).stat().st_size for f in RUNTIME)

@@ -4,52 +4,124 @@ Every module but this one is generated from a chapter notebook (its header names
 edit). This file is the public surface: what a reader imports.
 
 `transformer.attention` is the attention function (its module is `transformer.attention` in
-`sys.modules`, reached with `from transformer.attention import ...`); `transformer.train` is the
-training module, whose entry point is `transformer.train.train(config)`.
+`sys.modules`, reached with `from transformer.attention import ...`). `transformer.train(config)` runs a
+training run (its module is `transformer.engine.trainer`).
+
+Two floors: the chapters' modules (`attention`, `multihead`, ... `decoder_only`) hold the mechanisms
+they teach; `transformer.engine` (the appendices) stands on them with corpora, configuration,
+checkpoints, the training run, ONNX and the command line, and the chapters never import it.
 
 To translate: `transformer.translate(transformer.load_translator("multi30k-de-en"), ["Ein Hund läuft."])`.
 
 A problem with what the user gives (a setting, a corpus file, a model folder, an argument) raises one of the
 package's own errors, `TransformerError` and its family in `transformer.errors`; anything else is a bug.
 """
+
 __version__ = "0.1.0"
 
 from transformer.attention import attention
-from transformer.corpora import load_multi30k, load_parallel, load_tatoeba, load_tsv
+from transformer.engine.corpora import (
+    load_multi30k,
+    load_parallel,
+    load_tatoeba,
+    load_tsv,
+)
 from transformer.data import Batch, TokenBudgetBatchSampler, TranslationDataset, collate
 from transformer.decoder import Decoder, DecoderLayer
 from transformer.decoding import Hypothesis, beam_search, greedy_decode, translate
 from transformer.evaluation import corpus_bleu, corpus_chrf, evaluate_pairs
-from transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
-from transformer.errors import CheckpointError, ConfigError, CorpusError, InputError, TransformerError
+from transformer.embedding import (
+    PositionalEncoding,
+    TokenEmbedding,
+    sinusoidal_positional_encoding,
+)
+from transformer.errors import (
+    CheckpointError,
+    ConfigError,
+    CorpusError,
+    InputError,
+    TransformerError,
+)
 from transformer.encoder import PAPER, Encoder, EncoderLayer, FeedForward, Parts
 from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
 from transformer.tokenizer import Tokenizer, train_tokenizer
-from transformer.checkpoints import load_checkpoint
+from transformer.engine.checkpoints import load_checkpoint
 from transformer.evaluation import evaluate_checkpoint
-from transformer.shipped import load_translator
-from transformer.config import TrainConfig
-from transformer.loss import label_smoothed_loss  # train(config): transformer.train.train
+from transformer.engine.shipped import load_translator
+from transformer.engine.config import TrainConfig
+from transformer.loss import label_smoothed_loss
+from transformer.engine.trainer import train
 from transformer.visualize import AttentionMaps, attention_maps, plot_attention
 from transformer.modern import ModelConfig, RMSNorm, RotaryPositions, SwiGLU
 from transformer.attention_cost import kv_cache_bytes, tiled_attention
-from transformer.onnx_export import OnnxTranslator, export_onnx
-from transformer.decoder_only import ArchitectureConfig, DecoderOnly, build_model, sample
+from transformer.engine.onnx_export import OnnxTranslator, export_onnx
+from transformer.decoder_only import (
+    ArchitectureConfig,
+    DecoderOnly,
+    build_model,
+    sample,
+)
 
 __all__ = [
-    "attention", "MultiHeadAttention", "causal_mask", "padding_mask",
-    "sinusoidal_positional_encoding", "TokenEmbedding", "PositionalEncoding",
-    "FeedForward", "Parts", "PAPER", "EncoderLayer", "Encoder", "DecoderLayer", "Decoder",
-    "TransformerConfig", "Transformer",
-    "load_multi30k", "load_tatoeba", "load_parallel", "load_tsv", "TranslationDataset",
-    "TokenBudgetBatchSampler", "Batch", "collate", "Tokenizer", "train_tokenizer",
-    "TrainConfig", "load_checkpoint", "label_smoothed_loss",
-    "load_translator", "greedy_decode", "beam_search", "Hypothesis", "translate",
-    "corpus_bleu", "corpus_chrf", "evaluate_pairs", "evaluate_checkpoint",
-    "attention_maps", "AttentionMaps", "plot_attention", "export_onnx", "OnnxTranslator",
-    "ModelConfig", "RMSNorm", "RotaryPositions", "SwiGLU", "tiled_attention", "kv_cache_bytes",
-    "ArchitectureConfig", "DecoderOnly", "build_model", "sample",
-    "TransformerError", "ConfigError", "CorpusError", "CheckpointError", "InputError",
+    "attention",
+    "MultiHeadAttention",
+    "causal_mask",
+    "padding_mask",
+    "sinusoidal_positional_encoding",
+    "TokenEmbedding",
+    "PositionalEncoding",
+    "FeedForward",
+    "Parts",
+    "PAPER",
+    "EncoderLayer",
+    "Encoder",
+    "DecoderLayer",
+    "Decoder",
+    "TransformerConfig",
+    "Transformer",
+    "load_multi30k",
+    "load_tatoeba",
+    "load_parallel",
+    "load_tsv",
+    "TranslationDataset",
+    "TokenBudgetBatchSampler",
+    "Batch",
+    "collate",
+    "Tokenizer",
+    "train_tokenizer",
+    "TrainConfig",
+    "train",
+    "load_checkpoint",
+    "label_smoothed_loss",
+    "load_translator",
+    "greedy_decode",
+    "beam_search",
+    "Hypothesis",
+    "translate",
+    "corpus_bleu",
+    "corpus_chrf",
+    "evaluate_pairs",
+    "evaluate_checkpoint",
+    "attention_maps",
+    "AttentionMaps",
+    "plot_attention",
+    "export_onnx",
+    "OnnxTranslator",
+    "ModelConfig",
+    "RMSNorm",
+    "RotaryPositions",
+    "SwiGLU",
+    "tiled_attention",
+    "kv_cache_bytes",
+    "ArchitectureConfig",
+    "DecoderOnly",
+    "build_model",
+    "sample",
+    "TransformerError",
+    "ConfigError",
+    "CorpusError",
+    "CheckpointError",
+    "InputError",
 ]

@@ -22,7 +22,7 @@ class RunExistsError(ConfigError, FileExistsError):
 
 
 class CorpusError(TransformerError):
-    """A corpus file that is missing, damaged, not the course's copy, or not aligned (see `transformer.corpora`)."""
+    """A corpus file that is missing, damaged, not the course's copy, or not aligned (see `transformer.engine.corpora`)."""
 
 
 class CheckpointError(TransformerError):

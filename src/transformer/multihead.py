@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['head_width', 'split_heads', 'merge_heads', 'KVCache', 'key_value_heads', 'group_queries', 'group_mask', 'ungroup',
-           'MultiHeadAttention', 'copy_weights_from_torch']
+           'MultiHeadAttention']
 
 # %% ../../notebooks/03_multihead.ipynb #9b352218
 import torch
@@ -108,33 +108,54 @@ class KVCache:
     `entries[block] = (K, V)`, each (B, h_kv, L, D_h). A self-attention block appends
     the keys and values of its new positions at every call; a block over a fixed encoder
     output (`fixed=True`) stores them at its first call and reuses them afterwards.
+
+    The appended positions are written in place into a buffer with room to spare
+    (doubled when full), so a step copies only its own new keys and values, not the
+    L cached ones: growing by `torch.cat` would copy the whole cache at every step.
     """
 
     def __init__(self):
         self.entries: dict[nn.Module, tuple[Tensor, Tensor]] = {}
         # the blocks whose keys and values are those of the encoder output
         self.fixed: set[nn.Module] = set()
+        # a self-attention block's (K, V) buffers, (B, h_kv, capacity, D_h) each;
+        # entries[block] are views of their first L positions
+        self.buffers: dict[nn.Module, tuple[Tensor, Tensor]] = {}
 
     def update(
         self, block: nn.Module, K: Tensor, V: Tensor, fixed: bool = False
     ) -> tuple[Tensor, Tensor]:
         """Add `block`'s keys and values of its new positions, (B, h_kv, S, D_h)
         each; return all it holds."""
-        # the new positions come after the cached ones
-        if block in self.entries and not fixed:
-            K, V = (
-                torch.cat([old, new], dim=2)
-                for old, new in zip(self.entries[block], (K, V))
-            )
-        self.entries[block] = (K, V)
         if fixed:
+            self.entries[block] = (K, V)
             self.fixed.add(block)
-        return K, V
+            return K, V
+        L = self.entries[block][0].shape[2] if block in self.entries else 0
+        S = K.shape[2]
+        if block not in self.buffers or self.buffers[block][0].shape[2] < L + S:
+            self.buffers[block] = self._room(block, 2 * (L + S), K, V)
+        for buffer, new in zip(self.buffers[block], (K, V)):
+            # the new positions come after the cached ones
+            buffer[:, :, L : L + S] = new
+        self.entries[block] = tuple(b[:, :, : L + S] for b in self.buffers[block])
+        return self.entries[block]
+
+    def _room(
+        self, block: nn.Module, capacity: int, K: Tensor, V: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Buffers of `capacity` positions shaped like K, V, with what `block` holds."""
+        B, h_kv, _, D_h = K.shape
+        buffers = tuple(x.new_empty(B, h_kv, capacity, D_h) for x in (K, V))
+        for buffer, old in zip(buffers, self.entries.get(block, ())):
+            buffer[:, :, : old.shape[2]] = old
+        return buffers
 
     def copy(self) -> "KVCache":
-        """A cache that starts with what this one holds and then grows on its own
-        (the tensors are shared, never changed: `update` replaces an entry)."""
+        """A cache that starts with what this one holds and then grows on its own."""
         copy = KVCache()
+        # the views it shares are never written: this cache writes only past their
+        # ends, and the copy makes buffers of its own at its first update
         copy.entries, copy.fixed = dict(self.entries), set(self.fixed)
         return copy
 
@@ -161,7 +182,16 @@ class KVCache:
         output's keys and values, then stay where they are.
         """
         for block, (K, V) in self.entries.items():
-            if not (same_sources and block in self.fixed):
+            if same_sources and block in self.fixed:
+                continue
+            if block in self.buffers:
+                # (R, h_kv, capacity, D_h): the room to spare comes along
+                self.buffers[block] = tuple(
+                    b.index_select(0, rows) for b in self.buffers[block]
+                )
+                L = K.shape[2]
+                self.entries[block] = tuple(b[:, :, :L] for b in self.buffers[block])
+            else:
                 self.entries[block] = (K[rows], V[rows])  # (R, h_kv, L, D_h)
 
 # %% ../../notebooks/03_multihead.ipynb #d9e7434f
@@ -354,38 +384,3 @@ class MultiHeadAttention(nn.Module):
         """Queries or keys (B, h, L, D_h) at positions offset, offset + 1, ...:
         rotated if `rotary` is set."""
         return x if self.rotary is None else self.rotary(x, offset)
-
-# %% ../../notebooks/03_multihead.ipynb #ea2d95d1
-@torch.no_grad()
-def copy_weights_from_torch(
-    ours: MultiHeadAttention, ref: nn.MultiheadAttention
-) -> MultiHeadAttention:
-    """Copy a `torch.nn.MultiheadAttention`'s parameters into ours, so the two compute
-    the same function.
-
-    torch stacks (W^Q)^T, (W^K)^T, (W^V)^T into one (3D, D) `in_proj_weight`; its
-    `out_proj` is our W^O. Returns `ours`, changed in place.
-    """
-    D = ours.d_model
-    if ref.embed_dim != D or ref.num_heads != ours.num_heads:
-        raise ValueError(
-            f"shapes differ: ours D={D}, h={ours.num_heads}; "
-            f"torch D={ref.embed_dim}, h={ref.num_heads}"
-        )
-    if not ref._qkv_same_embed_dim or ref.bias_k is not None:
-        raise ValueError(
-            "only torch layers with kdim = vdim = embed_dim and add_bias_kv=False "
-            "match this layer"
-        )
-    if (ref.in_proj_bias is None) != (ours.W_q.bias is None):
-        raise ValueError(
-            f"bias differs: ours has bias={ours.W_q.bias is not None}, "
-            f"torch has bias={ref.in_proj_bias is not None}"
-        )
-    for i, linear in enumerate((ours.W_q, ours.W_k, ours.W_v)):
-        # rows i*D .. (i+1)*D - 1: (D, D)
-        linear.weight.copy_(ref.in_proj_weight[i * D : (i + 1) * D])
-        if linear.bias is not None:
-            linear.bias.copy_(ref.in_proj_bias[i * D : (i + 1) * D])
-    ours.W_o.load_state_dict(ref.out_proj.state_dict())
-    return ours
