@@ -207,22 +207,16 @@ def test_query_with_no_allowed_key_gets_zero_attention_not_nan(need_weights):
 
 
 def test_bad_arguments_raise_errors_that_name_the_numbers():
+    """The layer is a mechanism, not a door: it keeps the model's one size rule
+    (head_width) and asserts the mask rule that would otherwise fail silently."""
     with pytest.raises(ValueError, match="d_model=10 is not divisible by num_heads=4"):
         MultiHeadAttention(10, 4)
     layer = MultiHeadAttention(8, 2)
     x = torch.randn(2, 3, 8)
-    with pytest.raises(ValueError, match="d_model=8"):
-        layer(x, torch.randn(2, 3, 6), torch.randn(2, 3, 6))
-    with pytest.raises(ValueError, match="every key needs exactly one value"):
-        layer(x, torch.randn(2, 4, 8), torch.randn(2, 5, 8))
-    with pytest.raises(ValueError, match=r"x\[None\]"):
-        layer(x[0], x[0], x[0])
-    with pytest.raises(TypeError, match="boolean"):
-        layer(x, x, x, torch.ones(3, 3))
-    with pytest.raises(ValueError, match="ambiguous"):
+    # (B, T, S) with B = h = 2 would broadcast as (h, T, S): refused
+    with pytest.raises(AssertionError, match=r"mask\[:, None\]"):
         layer(x, x, x, torch.ones(2, 3, 3, dtype=torch.bool))
-    with pytest.raises(ValueError, match="does not broadcast"):
-        layer(x, x, x, torch.ones(4, 3, dtype=torch.bool))
+    layer(x, x, x, torch.ones(1, 3, 3, dtype=torch.bool))  # (1, T, S) broadcasts
     with pytest.raises(ValueError, match="shapes differ"):
         copy_weights_from_torch(layer, nn.MultiheadAttention(8, 4))
     with pytest.raises(ValueError, match="bias differs"):

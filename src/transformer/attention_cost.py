@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
-from .attention import check_attention_inputs
+from .checks import check_attention_inputs
 from .modern import ModelConfig
 
 # %% ../../notebooks/17_attention_cost.ipynb #eaf27971

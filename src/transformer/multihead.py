@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import attention, check_attention_mask
+from .attention import attention
 
 # %% ../../notebooks/03_multihead.ipynb #060f9c6b
 def head_width(d_model: int, num_heads: int) -> int:
@@ -46,42 +46,6 @@ def merge_heads(x: Tensor) -> Tensor:
     return x.reshape(B, L, h * D_h)  # (B, L, D): the concatenation
 
 # %% ../../notebooks/03_multihead.ipynb #92a2b758
-def _check_inputs(query: Tensor, key: Tensor, value: Tensor, d_model: int) -> None:
-    """Raise a ValueError that names the shapes when query, key, value cannot go together."""
-    shapes = tuple(tuple(x.shape) for x in (query, key, value))
-    if any(x.dim() != 3 for x in (query, key, value)):
-        raise ValueError(
-            f"query, key and value must be (B, L, D) tensors, got shapes {shapes}: "
-            "for a single sentence add the batch axis with x[None]"
-        )
-    if any(x.shape[-1] != d_model for x in (query, key, value)):
-        raise ValueError(
-            f"query, key, value have feature sizes {[s[-1] for s in shapes]}, "
-            f"but this layer was built with d_model={d_model}"
-        )
-    if key.shape[:2] != value.shape[:2]:
-        raise ValueError(
-            f"key has (B, S) = {shapes[1][:2]} but value has {shapes[2][:2]}: "
-            "every key needs exactly one value"
-        )
-    if query.shape[0] != key.shape[0]:
-        raise ValueError(
-            f"query has batch size {shapes[0][0]} but key has {shapes[1][0]}: they must match"
-        )
-
-
-def _check_mask(mask: Tensor, B: int, h: int, T: int, S: int) -> None:
-    """Refuse a 3-D mask that could mean (B, T, S) or (h, T, S), then what chapter 02
-    refuses: a mask that is not boolean or does not broadcast to the scores
-    (B, h, T, S)."""
-    if isinstance(mask, Tensor) and mask.dim() == 3 and mask.shape[0] != 1:
-        raise ValueError(
-            f"a 3-D mask of shape {tuple(mask.shape)} is ambiguous (batch or heads?): "
-            "for a per-sentence mask (B, T, S) add the head axis with mask[:, None]"
-        )
-    check_attention_mask(mask, (B, h, T, S))
-
-
 def _fused_attention(
     Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None, dropout_p: float
 ) -> Tensor:
@@ -307,7 +271,6 @@ class MultiHeadAttention(nn.Module):
         fixed: bool = False,
         offset: int | Tensor = 0,
     ) -> Tensor:
-        _check_inputs(query, key, value, self.d_model)
         if need_weights is None:
             need_weights = self.need_weights
         # offset: the position of the first new query (one per row, or for all), which
@@ -323,13 +286,12 @@ class MultiHeadAttention(nn.Module):
                 "this block holds cached positions, so its new queries do not start at "
                 "position 0: pass offset= (a model's decode works it out)"
             )
+        # a mask broadcasts to (B, h, T, S): a 3-D (B, T, S) one would be read as
+        # (h, T, S), so it needs its head axis
+        assert mask is None or mask.dim() != 3 or len(mask) == 1, "mask[:, None]"
         Q = self._turn(self.split_heads(self.W_q(query)), offset)  # (B, h, T, D_h)
         # (B, h_kv, S, D_h) each; S counts the cached ones
         K, V = self._keys_values(key, value, cache, fixed, offset)
-        if mask is not None:
-            _check_mask(
-                mask, query.shape[0], self.num_heads, query.shape[1], K.shape[2]
-            )
         A = self._attend(Q, K, V, mask, need_weights)  # (B, h, T, D_h)
         return self.W_o(self.merge_heads(A))  # (B, T, D)
 
