@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer.engine.cli import CommandError, read_input_lines
+from transformer.engine.cli import read_input_lines
+from transformer.errors import CommandError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,20 +2,21 @@
 module that imports nothing."""
 
 import ast
+import inspect
 
-
-import transformer.engine.cli as cli
-from transformer.engine.corpora import (
-    ChecksumError,
-    CorpusFormatError,
-    CorpusNotFoundError,
-)
+import transformer
+import transformer.errors as errors
 from transformer.errors import (
     CheckpointError,
     CheckpointNotFoundError,
+    ChecksumError,
+    CommandError,
     ConfigError,
     CorpusError,
+    CorpusFormatError,
+    CorpusNotFoundError,
     InputError,
+    NonFiniteLossError,
     RunExistsError,
     TransformerError,
 )
@@ -31,7 +32,8 @@ def test_the_package_errors_are_one_family_that_keeps_the_builtin_types():
         CorpusError,
         CheckpointError,
         InputError,
-        cli.CommandError,
+        CommandError,
+        NonFiniteLossError,
     ):
         assert issubclass(kind, TransformerError)
     assert issubclass(ConfigError, ValueError) and issubclass(InputError, ValueError)
@@ -40,7 +42,34 @@ def test_the_package_errors_are_one_family_that_keeps_the_builtin_types():
     assert issubclass(RunExistsError, ConfigError) and issubclass(
         RunExistsError, FileExistsError
     )
-    assert issubclass(cli.CommandError, InputError)
+    assert issubclass(CommandError, InputError)
+    assert issubclass(NonFiniteLossError, FloatingPointError)
+
+
+def test_every_error_class_of_the_package_is_defined_in_errors_py():
+    """One home for the family: a module that raises its own kind of error imports it."""
+    import pkgutil
+    import importlib
+
+    elsewhere = []
+    for info in pkgutil.walk_packages(transformer.__path__, "transformer."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == info.name
+                and info.name != "transformer.errors"
+                and name
+                != "_StdoutClosed"  # the command line's own signal, never raised out
+            ):
+                elsewhere.append(f"{info.name}.{name}")
+    assert not elsewhere, f"error classes outside transformer/errors.py: {elsewhere}"
+    assert all(
+        issubclass(getattr(errors, name), TransformerError) for name in errors.__all__
+    )
 
 
 def test_the_corpus_errors_belong_to_the_family():

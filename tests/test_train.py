@@ -32,8 +32,7 @@ from transformer.engine.checkpoints import (
     save_training_state,
 )
 from transformer.engine.config import TrainConfig
-from transformer.engine.corpora import CorpusNotFoundError
-from transformer.errors import ConfigError
+from transformer.errors import ConfigError, CorpusNotFoundError, NonFiniteLossError
 from transformer.data import collate
 from transformer.engine.metrics import read_metrics
 from transformer.model import Transformer
@@ -41,7 +40,6 @@ from transformer.schedule import (
     InverseSqrtSchedule,
 )
 from transformer.engine.trainer import (
-    NonFiniteLossError,
     train,
     train_step,
     validation_metrics,

@@ -2,9 +2,9 @@
 
 # %% auto #0
 __all__ = ['DATA_ENV_VAR', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'TATOEBA_URL', 'TATOEBA_FILE', 'CORPUS_SHA256',
-           'HELD_OUT', 'default_data_dir', 'course_data_dir', 'data_search_path', 'CorpusNotFoundError',
-           'CorpusFormatError', 'ChecksumError', 'download_file', 'verify_corpus_file', 'fetch_file', 'read_lines',
-           'load_parallel', 'load_tsv', 'load_multi30k', 'split_pairs', 'load_tatoeba', 'split_pairs_for']
+           'HELD_OUT', 'default_data_dir', 'course_data_dir', 'data_search_path', 'download_file', 'verify_corpus_file',
+           'fetch_file', 'read_lines', 'load_parallel', 'load_tsv', 'load_multi30k', 'split_pairs', 'load_tatoeba',
+           'split_pairs_for']
 
 # %% ../../../notebooks/91_corpora.ipynb #c68e9a78
 import gzip
@@ -18,7 +18,13 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import ConfigError, CorpusError, InputError
+from transformer.errors import (
+    ChecksumError,
+    ConfigError,
+    CorpusFormatError,
+    CorpusNotFoundError,
+    InputError,
+)
 from transformer.files import (
     atomic_file,
     atomic_write_bytes,
@@ -161,21 +167,6 @@ CORPUS_SHA256 = {
     # the course's copy, a subset of the bundle
     TATOEBA_FILE: "e4a832acecdaec2f5e1113dd977d7dc96d32aa18f0524fe13685cf5d4e2e0cf9",
 }
-
-
-class CorpusNotFoundError(CorpusError, FileNotFoundError):
-    """A corpus file is in none of the searched folders and could not be
-    downloaded (offline, or download=False)."""
-
-
-class CorpusFormatError(CorpusError, ValueError):
-    """A corpus file cannot be read as aligned UTF-8 text: wrong encoding,
-    unequal line counts, missing columns."""
-
-
-class ChecksumError(CorpusError, ValueError):
-    """A corpus file's SHA-256 is not the expected one: a damaged file is
-    refused, a bad download never written."""
 
 # %% ../../../notebooks/91_corpora.ipynb #002f0266
 def download_file(
