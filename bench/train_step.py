@@ -33,7 +33,8 @@ from torch import Tensor, nn
 from transformer.embedding import PositionalEncoding, TokenEmbedding
 from transformer.model import Transformer, TransformerConfig
 from transformer.loss import label_smoothed_loss
-from transformer.engine.trainer import autocast, keep_freed_memory
+from transformer.engine.trainer import autocast
+from transformer.engine.machine import keep_freed_memory
 
 # name: (D, h, N layers each side, D_ff, batch size B, source length S, target length T, vocabulary)
 SIZES = {

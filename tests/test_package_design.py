@@ -33,7 +33,7 @@ LONGEST_MODULE = 400  # lines: a module a reader can hold in one sitting (STYLE.
 # Modules still over it, each at most its length today: the list only shrinks, and a
 # module in it may not grow (the redesign splits them: two ideas each).
 OVER_ONE_SITTING = {
-    "engine.trainer": 892,
+    "engine.trainer": 769,
     "decoding": 506,
     "engine.checkpoints": 697,
     "engine.config": 672,

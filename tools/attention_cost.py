@@ -176,7 +176,7 @@ def main() -> None:
         return main_training(args.repeats)
     import torch
 
-    from transformer.engine.trainer import cpu_name
+    from transformer.engine.machine import cpu_name
     from transformer.files import atomic_write_bytes
 
     torch.set_num_threads(1)

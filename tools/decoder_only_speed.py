@@ -115,7 +115,7 @@ def main() -> None:
     import torch
 
     from transformer.files import atomic_write_bytes
-    from transformer.engine.trainer import cpu_name
+    from transformer.engine.machine import cpu_name
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -111,7 +111,7 @@ def main() -> None:
     from transformer.files import atomic_write_bytes
     from transformer.model import Transformer
     from transformer.decoder_only import ArchitectureConfig
-    from transformer.engine.trainer import cpu_name
+    from transformer.engine.machine import cpu_name
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -299,7 +299,7 @@ def one_run(
 
 
 def main() -> None:
-    from transformer.engine.trainer import cpu_has_bf16_matmul, cpu_name
+    from transformer.engine.machine import cpu_has_bf16_matmul, cpu_name
     from transformer.files import atomic_write_bytes
 
     parser = argparse.ArgumentParser(

@@ -35,7 +35,7 @@ from transformer.evaluation import evaluate_checkpoint
 from transformer.engine.config import TrainConfig
 from transformer.files import atomic_write_text
 from transformer.engine.metrics import read_metrics
-from transformer.engine.trainer import cpu_name
+from transformer.engine.machine import cpu_name
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "train_it_yourself.json"

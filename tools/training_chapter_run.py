@@ -27,7 +27,8 @@ from transformer.tokenizer import BOS_ID, EOS_ID
 from transformer.engine.checkpoints import load_checkpoint
 from transformer.engine.config import DataConfig, OptimConfig, TrainConfig
 from transformer.engine.metrics import read_metrics
-from transformer.engine.trainer import cpu_name, train
+from transformer.engine.trainer import train
+from transformer.engine.machine import cpu_name
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "10_training_run.json"
