@@ -101,3 +101,14 @@ def load_tool(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def shipped_settings(name: str = "multi30k-de-en") -> dict:
+    """A shipped model's settings (its model_config.json without the "format")."""
+    import json
+
+    from transformer.engine.shipped import models_dir
+
+    settings = json.loads((models_dir() / name / "model_config.json").read_text())
+    settings.pop("format")
+    return settings

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import transformer.engine.cli as cli
@@ -87,8 +88,12 @@ def assert_one_line_error(status: int, out: str, err: str, phrase: str) -> None:
 
 
 def edit_weights(path: Path, change) -> None:
+    """Change the tensors of a model.safetensors, keeping its metadata (the config the
+    weights were saved with)."""
+    with safe_open(str(path), framework="pt") as f:
+        metadata = f.metadata()
     tensors = load_file(str(path))
-    save_file(change(tensors), str(path))
+    save_file(change(tensors), str(path), metadata=metadata)
 
 
 def with_value(name: str, value: float):

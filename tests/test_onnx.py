@@ -17,6 +17,7 @@ from transformer.decoding import translate
 from transformer.engine.onnx_export import OnnxTranslator, weights_sha256
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer.visualize import keeping_weights
+from helpers import shipped_settings
 
 onnxruntime = pytest.importorskip("onnxruntime")
 
@@ -157,20 +158,18 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
     """RMSNorm, rotary positions, SwiGLU, no biases and grouped-query attention go through the same export."""
     import shutil
 
-    from safetensors.torch import save_model
-
-    from transformer.engine.checkpoints import load_checkpoint
+    from transformer.engine.checkpoints import load_checkpoint, save_model_files
     from transformer.engine.shipped import models_dir
+    from transformer.decoder_only import ArchitectureConfig
     from transformer.model import Transformer
-    from transformer.modern import ModelConfig
 
     shipped = models_dir() / "multi30k-de-en"
     folder = tmp_path / "modern"
     folder.mkdir()
     for name in ("tokenizer.model", "train_config.json"):
         shutil.copyfile(shipped / name, folder / name)
-    base = json.loads((shipped / "model_config.json").read_text(encoding="utf-8"))
-    config = ModelConfig(
+    base = shipped_settings()
+    config = ArchitectureConfig(
         **{
             **base,
             "d_model": 32,
@@ -186,8 +185,7 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
         }
     )
     torch.manual_seed(0)
-    save_model(Transformer(config), str(folder / "model.safetensors"))
-    (folder / "model_config.json").write_text(config.to_json())
+    save_model_files(Transformer(config), folder)  # the weights and their config
     assert (
         main(["export-onnx", "--model", str(folder), "--out", str(tmp_path / "onnx")])
         == 0

@@ -236,7 +236,7 @@ def resumable_checkpoint(checkpoints: Path) -> Path | None:
 
 
 # model_config.json's layout: a package that changes the layout raises the number, and
-# reads every earlier one (a file without "format", from before it was written, is 1)
+# reads every earlier one
 MODEL_FORMAT = 1
 
 
@@ -374,7 +374,13 @@ def read_model_config(directory: Path) -> ArchitectureConfig:
     wrong."""
     path = directory / "model_config.json"
     settings = _read_json(path)
-    version = settings.pop("format", 1)  # no "format": written before there was one
+    if "format" not in settings:
+        raise CheckpointError(
+            f'{path} does not say its "format": it was written before model folders '
+            'did; save the model again with this package, or add "format": 1 as its '
+            "first setting if its other settings are those of the weights"
+        )
+    version = settings.pop("format")
     if version not in range(1, MODEL_FORMAT + 1) or isinstance(version, bool):
         raise CheckpointError(
             f"{path} is in format {version!r}, and this copy of the package reads "
@@ -603,35 +609,40 @@ def _check_config_is_the_saved_one(
     device: str | torch.device,
 ) -> None:
     """Refuse a model_config.json edited after the weights were saved (they carry a
-    copy of it in their metadata; weights saved before that copy was kept load as
-    before), a max_len below what the model was trained on, and a model this machine
-    cannot hold, before anything is allocated."""
+    copy of it in their metadata), weights without that copy, a max_len below what the
+    model was trained on, and a model this machine cannot hold, before anything is
+    allocated."""
     path = directory / "model.safetensors"
     with safe_open(str(path), framework="pt") as f:
         saved = (f.metadata() or {}).get("model_config")
-    if saved is not None:
-        try:
-            saved = json.loads(saved)
-        except (json.JSONDecodeError, RecursionError) as e:
-            raise CheckpointError(
-                f"{path}: its metadata's model_config is damaged ({e}); "
-                "copy the weights again"
-            ) from None
-        if not isinstance(saved, dict):
-            raise CheckpointError(
-                f"{path}: its metadata's model_config is a JSON "
-                f"{type(saved).__name__}, not the config the weights were saved with; "
-                "copy the weights again"
-            )
-        differ = [k for k, v in config.to_dict().items() if saved.get(k, v) != v]
-        if differ:
-            said = ", ".join(f"{k}={getattr(config, k)!r}" for k in differ)
-            held = ", ".join(f"{k}={saved[k]!r}" for k in differ)
-            raise CheckpointError(
-                f"{directory / 'model_config.json'} is not the config these weights "
-                f"were saved with: it says {said}, but {path.name} was saved with "
-                f"{held}; copy the model_config.json that was saved with these weights"
-            )
+    if saved is None:
+        raise CheckpointError(
+            f"{path} does not carry the model config it was saved with (in its "
+            "metadata): it was written before weights did; save the model again "
+            "with this package"
+        )
+    try:
+        saved = json.loads(saved)
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise CheckpointError(
+            f"{path}: its metadata's model_config is damaged ({e}); "
+            "copy the weights again"
+        ) from None
+    if not isinstance(saved, dict):
+        raise CheckpointError(
+            f"{path}: its metadata's model_config is a JSON "
+            f"{type(saved).__name__}, not the config the weights were saved with; "
+            "copy the weights again"
+        )
+    differ = [k for k, v in config.to_dict().items() if saved.get(k, v) != v]
+    if differ:
+        said = ", ".join(f"{k}={getattr(config, k)!r}" for k in differ)
+        held = ", ".join(f"{k}={saved[k]!r}" for k in differ)
+        raise CheckpointError(
+            f"{directory / 'model_config.json'} is not the config these weights "
+            f"were saved with: it says {said}, but {path.name} was saved with "
+            f"{held}; copy the model_config.json that was saved with these weights"
+        )
     if config.max_len < train_config.data.max_len:
         raise CheckpointError(
             f"{directory / 'model_config.json'} says max_len={config.max_len}, but "
