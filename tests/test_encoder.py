@@ -8,11 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from transformer.encoder import (
-    Encoder,
-    EncoderLayer,
-    FeedForward,
-)
+from transformer.blocks import FeedForward
+from transformer.encoder import Encoder, EncoderLayer
 from transformer.decoder import Decoder
 from transformer.masking import padding_mask
 from transformer.reference import copy_encoder_layer_from_torch

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from transformer.decoding import greedy_decode
-from transformer.encoder import PAPER, EncoderLayer, Parts
+from transformer.blocks import PAPER, Parts
+from transformer.encoder import EncoderLayer
 from transformer.model import Transformer, TransformerConfig
 from transformer.modern import (
     ModelConfig,
@@ -118,7 +119,7 @@ def test_a_rotary_block_with_cached_positions_and_no_offset_is_refused():
 
 
 def test_swiglu_keeps_the_relu_networks_parameter_count_within_half_a_percent():
-    from transformer.encoder import FeedForward
+    from transformer.blocks import FeedForward
 
     relu, gated = FeedForward(256, 1024), SwiGLU(256, 1024)
     n_relu, n_gated = (sum(p.numel() for p in m.parameters()) for m in (relu, gated))

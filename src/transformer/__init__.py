@@ -42,7 +42,8 @@ from transformer.errors import (
     InputError,
     TransformerError,
 )
-from transformer.encoder import PAPER, Encoder, EncoderLayer, FeedForward, Parts
+from transformer.blocks import FeedForward, PAPER, Parts
+from transformer.encoder import Encoder, EncoderLayer
 from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention

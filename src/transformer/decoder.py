@@ -4,9 +4,11 @@
 __all__ = ['DecoderLayer', 'Decoder']
 
 # %% ../../notebooks/07_decoder.ipynb #a3eccd03
+from functools import partial
+
 from torch import Tensor, nn
 
-from .encoder import PAPER, Parts, layer_stack
+from .blocks import PAPER, Parts, layer_stack, residual
 from .multihead import KVCache
 
 # %% ../../notebooks/07_decoder.ipynb #d98b8651
@@ -57,14 +59,11 @@ class DecoderLayer(nn.Module):
         def cross_attend(y: Tensor) -> Tensor:  # queries y, keys and values from C
             return self.cross_attn(y, memory, memory, src_mask, cache=cache, fixed=True)
 
-        if self.norm_first:  # x + Sublayer(LayerNorm(x)), three times
-            x = x + self.dropout(self_attend(self.norm1(x)))  # (B, T, D)
-            x = x + self.dropout(cross_attend(self.norm2(x)))
-            return x + self.dropout(self.feed_forward(self.norm3(x)))  # (B, T, D)
-        # LayerNorm(x + Sublayer(x)), as in the paper
-        x = self.norm1(x + self.dropout(self_attend(x)))  # Y_1: (B, T, D)
-        x = self.norm2(x + self.dropout(cross_attend(x)))  # Y_2
-        return self.norm3(x + self.dropout(self.feed_forward(x)))  # Y_3: (B, T, D)
+        # chapter 06's residual around each sublayer, in either norm placement
+        sublayer = partial(residual, dropout=self.dropout, norm_first=self.norm_first)
+        x = sublayer(x, self_attend, self.norm1)  # Y_1: (B, T, D)
+        x = sublayer(x, cross_attend, self.norm2)  # Y_2
+        return sublayer(x, self.feed_forward, self.norm3)  # Y_3: (B, T, D)
 
 # %% ../../notebooks/07_decoder.ipynb #b8a0db43
 class Decoder(nn.Module):

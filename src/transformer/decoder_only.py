@@ -15,7 +15,8 @@ from torch import Tensor, nn
 
 from .decoding import MAX_LEN_A, MAX_LEN_B, Hypothesis, greedy_decode
 from .embedding import TokenEmbedding
-from .encoder import Encoder, Parts
+from .blocks import Parts
+from .encoder import Encoder
 from .errors import InputError
 from .masking import causal_mask
 from .model import Transformer, init_weights, parameters_per_part

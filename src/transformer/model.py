@@ -15,7 +15,8 @@ from torch import Tensor, nn
 
 from .decoder import Decoder
 from .embedding import TokenEmbedding, sinusoidal_positional_encoding
-from .encoder import PAPER, Encoder, Parts
+from .blocks import PAPER, Parts
+from .encoder import Encoder
 from .masking import causal_mask, padding_mask
 from .multihead import KVCache, head_width
 
@@ -41,9 +42,8 @@ class TransformerConfig:
     pad_id: int = 0
     norm_first: bool = False
     tie_target_embeddings: bool = True  # generator weight = target embedding
-    share_embeddings: bool = (
-        False  # one embedding for source and target (needs one shared vocabulary)
-    )
+    # one embedding for source and target (needs one shared vocabulary)
+    share_embeddings: bool = False
     # not a field: the fewest encoder layers this class describes (chapter 18's
     # ArchitectureConfig allows 0, a decoder-only model)
     fewest_encoder_layers: ClassVar[int] = 1

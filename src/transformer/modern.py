@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .embedding import PositionalEncoding, table_rows
-from .encoder import FeedForward, Parts
+from .blocks import FeedForward, Parts
 from .model import TransformerConfig
 from .multihead import MultiHeadAttention, head_width, key_value_heads
 

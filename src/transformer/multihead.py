@@ -244,13 +244,11 @@ class MultiHeadAttention(nn.Module):
         self.W_v = nn.Linear(d_model, kv_heads * self.d_head, bias=bias)  # (W^V)^T
         # (W^O)^T: mixes the concatenated heads
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
-        self.need_weights = (
-            False  # default of forward's need_weights, settable from outside a model
-        )
+        # default of forward's need_weights, settable from outside a model
+        self.need_weights = False
         self.last_weights: Tensor | None = None
-        self.rotary = (
-            rotary  # chapter 16: rotary(x (B, h, L, D_h), first position) -> x turned
-        )
+        # chapter 16: rotary(x (B, h, L, D_h), first position) -> x turned
+        self.rotary = rotary
 
     def split_heads(self, x: Tensor) -> Tensor:
         """(B, L, D) -> (B, h, L, D_h)."""

@@ -156,9 +156,8 @@ class DataConfig:
     tgt_lang: str = "en"
     # None: the loaders' search path ($TRANSFORMER_DATA, the repository's data/, cache)
     data_dir: str | None = None
-    download: bool = (
-        True  # fetch a missing Multi30k/Tatoeba file (checksummed) into the cache
-    )
+    # fetch a missing Multi30k/Tatoeba file (checksummed) into the cache
+    download: bool = True
     # "parallel": [src, tgt]; "tsv": [path]
     train_files: list[str] = field(default_factory=list)
     valid_files: list[str] = field(default_factory=list)
@@ -169,12 +168,10 @@ class DataConfig:
     # tokens per sentence (target + eos included); longer pairs are dropped and counted
     max_len: int = 100
     shared_vocab: bool = True  # one sentencepiece model for both languages
-    vocab_size: int = (
-        8000  # the joint vocabulary, or the source side's when shared_vocab = false
-    )
-    tgt_vocab_size: int = (
-        0  # the target side's when shared_vocab = false (0: the same as vocab_size)
-    )
+    # the joint vocabulary, or the source side's when shared_vocab = false
+    vocab_size: int = 8000
+    # the target side's when shared_vocab = false (0: the same as vocab_size)
+    tgt_vocab_size: int = 0
 
 
 @dataclass
@@ -283,19 +280,15 @@ class TrainConfig:
     # "auto": bf16 autocast on CUDA, float32 elsewhere
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     compile: bool = False  # torch.compile the model
-    log_every: int = (
-        10  # steps between progress-bar updates (metrics.csv gets every step)
-    )
-    save_every: int = (
-        0  # steps between checkpoints inside an epoch; 0: at the end of each epoch only
-    )
-    keep_last: int = (
-        2  # checkpoints kept (the best one by validation loss is kept as well)
-    )
+    # steps between progress-bar updates (metrics.csv gets every step)
+    log_every: int = 10
+    # steps between checkpoints inside an epoch; 0: at the end of each epoch only
+    save_every: int = 0
+    # checkpoints kept (the best one by validation loss is kept as well)
+    keep_last: int = 2
     progress: bool = True  # tqdm progress bar
-    tensorboard: bool = (
-        True  # also write TensorBoard logs, when tensorboard is installed
-    )
+    # also write TensorBoard logs, when tensorboard is installed
+    tensorboard: bool = True
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelSettings = field(default_factory=ModelSettings)
     optim: OptimConfig = field(default_factory=OptimConfig)
