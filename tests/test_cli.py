@@ -162,13 +162,13 @@ def test_a_missing_or_corrupt_model_directory_is_a_one_line_error(tiny_run, tmp_
 def test_bad_numbers_and_an_unknown_split_are_one_line_errors(tiny_run):
     one_line_error(
         transformer("translate", "--model", str(tiny_run), "--beam", "0", "Hallo"),
-        "--beam must be at least 1",
+        "beam_size=0: give an integer from 1",
     )
     one_line_error(
         transformer(
             "translate", "--model", str(tiny_run), "--batch-size", "0", "Hallo"
         ),
-        "--batch-size",
+        "batch_size=0 must be an integer >= 1",
     )
     one_line_error(
         transformer("evaluate", "--model", str(tiny_run), "--split", "test_2099"),

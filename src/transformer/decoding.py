@@ -23,6 +23,7 @@ from transformer.checks import (
     check_decoding,
     check_sentences,
     check_source,
+    check_translator,
     is_integer,
     is_real,
 )
@@ -431,7 +432,8 @@ def translate(
     `InputError`.
     """
     # the door: transformer/checks.py
-    sentences = check_sentences(checkpoint, sentences, batch_size)
+    check_translator(checkpoint)
+    sentences = check_sentences(sentences, batch_size)
     settings = decoding_settings(checkpoint)
     beam_size = settings["beam_size"] if beam_size is None else beam_size
     alpha = settings["alpha"] if alpha is None else alpha

@@ -6,7 +6,6 @@ __all__ = ['STDIN_LIMIT', 'read_input_lines', 'build_parser', 'main']
 # %% ../../../notebooks/97_command_line.ipynb #c616d3f7
 import argparse
 import dataclasses
-import math
 import os
 import sys
 from pathlib import Path
@@ -14,7 +13,6 @@ from pathlib import Path
 from .config import TrainConfig
 from ..evaluation import evaluate_checkpoint
 from .shipped import SHIPPED_MODELS, load_translator
-from ..checks import MAX_ALPHA
 from ..decoding import BATCH_SIZE, MAX_LEN_A, MAX_LEN_B, translate
 from .distributed import select_device
 from .onnx_export import export_onnx
@@ -77,15 +75,6 @@ def _arguments(texts: list[str]) -> list[str]:
 def _positive(name: str, value: int) -> int:
     if value < 1:
         raise CommandError(f"{name} must be at least 1, got {value}")
-    return value
-
-
-def _length_penalty(value: float | None) -> float | None:
-    if value is not None and not (math.isfinite(value) and 0 <= value <= MAX_ALPHA):
-        raise CommandError(
-            f"--alpha must be a finite number >= 0 and at most {MAX_ALPHA:g} "
-            f"(0: no length penalty), got {value}"
-        )
     return value
 
 
@@ -189,12 +178,9 @@ def _run_train(args) -> int:
 
 
 def _run_translate(args) -> int:
-    if args.beam is not None:
-        _positive("--beam", args.beam)
-    _positive("--batch-size", args.batch_size)
+    # --beam, --alpha and --batch-size are refused by translate, the door they go to
     if args.max_len is not None:
         _positive("--max-len", args.max_len)
-    _length_penalty(args.alpha)
     lines = _arguments(args.text) if args.text else _stdin_lines()
     ckpt = _load(args.model, args.device)
     limits = dict(max_len_a=0.0, max_len_b=args.max_len) if args.max_len else {}
@@ -220,10 +206,7 @@ def _run_translate(args) -> int:
 
 
 def _run_evaluate(args) -> int:
-    if args.beam is not None:
-        _positive("--beam", args.beam)
-    _positive("--batch-size", args.batch_size)
-    _length_penalty(args.alpha)
+    # --beam, --alpha and --batch-size are refused by translate, the door they go to
     if args.limit < 0:
         raise CommandError(
             "--limit must be >= 0 (0, the default, scores every sentence), "

@@ -23,6 +23,7 @@ from transformer.decoding import (
     output_limits,
     pad_rows,
 )
+from ..checks import check_sentences
 from ..errors import InputError
 from ..files import atomic_folder, atomic_write_bytes, read_regular_file
 from ..tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -420,28 +421,7 @@ class OnnxTranslator:
 
         `sentences` is a list of strings: one string alone is refused (`InputError`), as
         `translate` refuses it."""
-        if isinstance(sentences, (str, bytes)):
-            raise InputError(
-                "sentences must be a list of strings: for one sentence, pass [sentence]"
-            )
-        sentences = list(sentences)
-        if any(not isinstance(s, str) for s in sentences):
-            raise InputError(
-                "sentences must be a list of strings: every sentence a str"
-            )
-        if (
-            isinstance(batch_size, bool)
-            or not isinstance(batch_size, int)
-            or batch_size < 1
-        ):
-            raise InputError(f"batch_size={batch_size!r} must be an integer >= 1")
-        for i, s in enumerate(sentences):
-            try:
-                s.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InputError(
-                    f"sentences[{i}] is not valid Unicode (a lone surrogate)"
-                ) from None
+        sentences = check_sentences(sentences, batch_size)  # translate's door rules
         m = self.meta
         ids = [
             x[: m["max_len"]]
