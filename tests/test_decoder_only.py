@@ -153,6 +153,26 @@ def test_an_output_as_long_as_max_len_after_a_source_as_long_as_max_len_has_posi
     assert len(hyp.tokens) <= m.config.max_len - 1
 
 
+@pytest.mark.parametrize(
+    "setting, phrase",
+    [
+        (dict(temperature=0.0), "temperature=0.0: a finite number > 0"),
+        (dict(temperature=float("nan")), "temperature=nan: a finite number > 0"),
+        (dict(temperature=True), "temperature=True: a finite number > 0"),
+        (dict(top_k=0), "top_k=0: an integer >= 1, or None"),
+        (dict(top_k=2.5), "top_k=2.5: an integer >= 1, or None"),
+        (dict(top_p=0.0), "top_p=0.0: a number in (0, 1]"),
+        (dict(top_p=1.5), "top_p=1.5: a number in (0, 1]"),
+    ],
+)
+def test_sample_refuses_at_its_door_a_setting_no_sampler_can_use(setting, phrase):
+    """Refused once, before the first step, naming the setting: the sampler's
+    distribution inside the loop trusts its caller."""
+    with pytest.raises(InputError) as refused:
+        sample(model(), SRC, **setting)
+    assert str(refused.value).startswith(phrase)
+
+
 def test_sampling_is_seeded_and_top_k_one_is_greedy():
     m = model()
     first = sample(m, SRC, temperature=1.0, generator=torch.Generator().manual_seed(3))

@@ -9,17 +9,15 @@ import sacrebleu
 
 from transformer.engine.corpora import split_pairs_for
 from transformer.errors import InputError
-from transformer.evaluation import (
-    corpus_bleu,
-    corpus_chrf,
-    group_references,
+from transformer.stats import (
+    SeedPairs,
     holm,
     mean_sd,
     paired_bleu_test,
     paired_over_seeds,
-    SeedPairs,
     permutation_p,
 )
+from transformer.evaluation import corpus_bleu, corpus_chrf, group_references
 from transformer.engine.config import DataConfig
 
 

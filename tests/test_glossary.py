@@ -16,7 +16,7 @@ import torch
 
 from transformer.attention import attention
 from transformer.decoding import beam_search, length_penalty
-from transformer.evaluation import holm, permutation_p
+from transformer.stats import holm, permutation_p
 from transformer.loss import label_smoothed_loss, smoothed_targets
 from transformer.masking import causal_mask
 from transformer.model import Transformer

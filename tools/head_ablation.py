@@ -7,7 +7,7 @@ Writes `<model>/analysis/head_ablation.json`: the baseline BLEU (every head on) 
 3 x N x h heads (encoder self-attention, decoder self-attention, cross-attention), the BLEU of the
 whole split and of its first 100 sentences with that head zeroed (`transformer.visualize.zeroed_head`),
 and the p-value of a paired bootstrap test of the whole split's translations against the baseline's
-on the same sentences (`transformer.evaluation.paired_bleu_test`, sacreBLEU's, seeded, 10,000
+on the same sentences (`transformer.stats.paired_bleu_test`, sacreBLEU's, seeded, 10,000
 resamples). The p-values are not corrected for the 3 x N x h comparisons: chapter 14 does that (Holm).
 Chapter 14 loads the table and recomputes some of its first-100 numbers live. Greedy decoding, one
 thread: about 37 x 20 s for the shipped de-en model, plus a few minutes for the tests.
@@ -23,7 +23,8 @@ import torch
 from transformer.engine.shipped import load_translator
 from transformer.engine.corpora import split_pairs_for
 from transformer.decoding import translate
-from transformer.evaluation import corpus_bleu, group_references, paired_bleu_test
+from transformer.stats import paired_bleu_test
+from transformer.evaluation import corpus_bleu, group_references
 from transformer.files import atomic_write_bytes
 from transformer.visualize import KINDS, ablation_bleu, zeroed_head
 

@@ -6,18 +6,17 @@ __all__ = ['ArchitectureConfig', 'Source', 'DecoderOnly', 'build_model', 'sampli
 # %% ../../notebooks/18_decoder_only.ipynb #imports
 import dataclasses
 import math
-import numbers
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
 
+from .checks import check_sampling
 from .decoding import MAX_LEN_A, MAX_LEN_B, Hypothesis, greedy_decode
 from .embedding import TokenEmbedding
 from .blocks import Parts
 from .encoder import Encoder
-from .errors import InputError
 from .masking import causal_mask
 from .model import Transformer, init_weights, parameters_per_part
 from .modern import ModelConfig
@@ -241,7 +240,6 @@ def sampling_distribution(
     probable tokens whose share of what is left reaches `top_p` (the nucleus; ties
     with the last one kept), then renormalised.
     """
-    _check_sampling(temperature, top_k, top_p)
     p = (log_probs / temperature).softmax(-1)  # (B, |V|)
     if top_k is not None and top_k < p.shape[-1]:
         kth = p.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
@@ -255,27 +253,6 @@ def sampling_distribution(
         least = ranked.masked_fill(~kept, math.inf).amin(-1, keepdim=True)  # (B, 1)
         p = p.masked_fill(p < least, 0.0)
     return p / p.sum(-1, keepdim=True)
-
-
-def _check_sampling(temperature, top_k, top_p) -> None:
-    """Refuse a setting no sampler can use, saying what it must be."""
-    if isinstance(temperature, bool) or not (
-        isinstance(temperature, numbers.Real)
-        and math.isfinite(temperature)
-        and temperature > 0
-    ):
-        raise InputError(
-            f"temperature={temperature!r}: a finite number > 0 (1 samples the "
-            "model's own distribution; for the most probable token use greedy_decode)"
-        )
-    if top_k is not None and (
-        isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1
-    ):
-        raise InputError(f"top_k={top_k!r}: an integer >= 1, or None for no cut")
-    if isinstance(top_p, bool) or not (
-        isinstance(top_p, numbers.Real) and 0 < top_p <= 1
-    ):
-        raise InputError(f"top_p={top_p!r}: a number in (0, 1]; 1 cuts nothing")
 
 
 @torch.no_grad()
@@ -293,7 +270,7 @@ def sample(
     """Continue each source of src (B, S) by drawing every next token from
     `sampling_distribution`: chapter 11's greedy loop with another choice of token.
     Seed `generator` to draw the same tokens again."""
-    _check_sampling(temperature, top_k, top_p)
+    check_sampling(temperature, top_k, top_p)  # the door: transformer/checks.py
 
     def draw(log_probs: Tensor) -> Tensor:  # (b, |V|) -> (b,)
         p = sampling_distribution(log_probs, temperature, top_k, top_p)

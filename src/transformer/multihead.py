@@ -91,14 +91,19 @@ class KVCache:
     ) -> tuple[Tensor, Tensor]:
         """Add `block`'s keys and values of its new positions, (B, h_kv, S, D_h)
         each; return all it holds."""
-        if fixed:
+        if fixed or block not in self.entries:
+            # the encoder output's, or a block's first positions: kept as they come
             self.entries[block] = (K, V)
-            self.fixed.add(block)
+            if fixed:
+                self.fixed.add(block)
             return K, V
-        L = self.entries[block][0].shape[2] if block in self.entries else 0
-        S = K.shape[2]
+        L, S = self.entries[block][0].shape[2], K.shape[2]
         if block not in self.buffers or self.buffers[block][0].shape[2] < L + S:
-            self.buffers[block] = self._room(block, 2 * (L + S), K, V)
+            # many positions at once (a whole target, in training) get just their
+            # room; one at a time (generation) room to double, so that only the
+            # doublings copy what is cached
+            room = L + S if S > 1 else 2 * (L + S)
+            self.buffers[block] = self._room(block, room, K, V)
         for buffer, new in zip(self.buffers[block], (K, V)):
             # the new positions come after the cached ones
             buffer[:, :, L : L + S] = new
