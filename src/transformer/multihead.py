@@ -26,13 +26,13 @@ def head_width(d_model: int, num_heads: int) -> int:
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
     """Cut the feature axis into `num_heads` slices and make the heads a batch axis.
 
-    x: (B, L, D) -> (B, h, L, D_h) with D_h = D / h; head i gets features
-    i*D_h .. (i+1)*D_h - 1, so all heads can then run through one batched
-    attention call.
+    x: (B, L, D) -> (B, h, L, D_h) with D_h = D / h (h divides D: `head_width`, when
+    the layer is built); head i gets features i*D_h .. (i+1)*D_h - 1, so all heads
+    can then run through one batched attention call.
     """
     B, L, D = x.shape
     # (B, L, h, D_h): D cut into h slices
-    x = x.reshape(B, L, num_heads, head_width(D, num_heads))
+    x = x.reshape(B, L, num_heads, D // num_heads)
     return x.transpose(1, 2)  # (B, h, L, D_h): heads in front of positions
 
 
