@@ -210,9 +210,9 @@ def _widget_failures(panel) -> int:
 
 
 class NoRestart(TimeoutError):
-    """No message of the restarted kernel reached the page's listener. On a loaded machine this happens now and
-    then although the kernel restarted (its first messages pass before the listener hears the new kernel); the
-    notebook is then run once more in a fresh page, and a second miss is reported."""
+    """No message of the restarted kernel, or none of its cells, reached the page's listener. On a loaded machine
+    this happens now and then although the kernel restarted (its messages pass before the listener hears the new
+    kernel); the notebook is then run once more in a fresh page, and a second miss is reported."""
 
 
 def run_all(page, base: str, notebook: str, path: Path, timeout: float) -> Run:
@@ -256,6 +256,12 @@ def run_all(page, base: str, notebook: str, path: Path, timeout: float) -> Run:
     seconds = time.time() - start
     run = _after_restart(page.evaluate("window.__kernel")) or []
     inputs = [m for m in run if m["type"] == "execute_input"]
+    if not finished and not inputs and cells:
+        # not one cell of the new kernel reached the listener: the page missed the
+        # kernel, as with a restart it did not hear
+        raise NoRestart(
+            f"{notebook}: no cell of the restarted kernel was heard within {timeout:.0f} s"
+        )
     cell_of = {m["parent"]: m["count"] for m in inputs}
     errors = []
     for m in (m for m in run if m["type"] == "error"):

@@ -163,7 +163,7 @@ class KVCache:
             else:
                 self.entries[block] = (K[rows], V[rows])  # (R, h_kv, L, D_h)
 
-# %% ../../notebooks/03_multihead.ipynb #d9e7434f
+# %% ../../notebooks/03_multihead.ipynb #gqa-helpers
 def key_value_heads(num_heads: int, num_kv_heads: int | None = None) -> int:
     """How many key/value heads an attention layer has (None: one per query head).
     Each serves a whole group of query heads, so the number divides h."""
@@ -203,7 +203,7 @@ def ungroup(x: Tensor, groups: int, T: int) -> Tensor:
     B, h_kv, _, F_ = x.shape
     return x.reshape(B, h_kv * groups, T, F_)
 
-
+# %% ../../notebooks/03_multihead.ipynb #d9e7434f
 class MultiHeadAttention(nn.Module):
     """h attention heads side by side, each on its own D_h = D/h projection,
     mixed by W^O.

@@ -591,7 +591,7 @@ def _open_log(
     ]
     return log, history
 
-
+# %% ../../../notebooks/95_training_run.ipynb #run-loop
 def _train(
     config: TrainConfig, resume: bool, info: DistInfo, device: torch.device
 ) -> TrainResult:
