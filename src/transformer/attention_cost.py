@@ -225,7 +225,8 @@ def kv_cache_bytes(
 
 
 def cache_nbytes(cache) -> dict:
-    """Bytes a `KVCache` (chapter 03) holds, counted from its tensors:
+    """Bytes of the positions a `KVCache` (chapter 03) holds, counted from its entries
+    (the self-attention buffers behind them may have room for up to twice as many):
     self- and cross-attention."""
     count = lambda fixed: sum(
         K.nbytes + V.nbytes

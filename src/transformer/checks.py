@@ -4,8 +4,9 @@
 __all__ = ['check_attention_mask', 'check_attention_inputs', 'MAX_ALPHA', 'is_integer', 'is_real', 'check_source', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'check_sampling']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
-# transformer/checks.py: every rule about what a user hands in, written once and
-# applied where the input enters (the public functions and the engine's doors)
+# transformer/checks.py: the rules of the doors (attention's tensors and mask, a search's
+# source batch, beam, alpha, n_best, a translator's sentences and batch size, sampling),
+# written once and applied where the input enters
 import torch
 from torch import Tensor
 
@@ -199,12 +200,14 @@ def check_beam(model, src: Tensor, beam_size: int, alpha: float, n_best: int) ->
 def beam_bytes(model, B: int, S: int, k: int, steps: int) -> int:
     """About the most memory beam search holds: per row (B * k of them) the next-token
     scores and their sums (3 x |V| floats) and the keys and values of every decoder layer
-    (self-attention up to `steps` positions, cross-attention over S), twice: reordering
-    the rows for the beams copies the cache while the old one is alive. In float32; the
+    (self-attention buffers of up to 2 `steps` positions, since the cache doubles its
+    room; cross-attention over S), twice: reordering the rows for the beams copies the
+    cache while the old one is alive. In float32; the
     model's own activations are not counted, so passing is no guarantee."""
     c = model.config
     per_row = (
-        3 * c.tgt_vocab_size + 2 * 2 * c.num_decoder_layers * (steps + S) * c.d_model
+        3 * c.tgt_vocab_size
+        + 2 * 2 * c.num_decoder_layers * (2 * steps + S) * c.d_model
     )
     return 4 * B * k * per_row
 
