@@ -267,27 +267,16 @@ def check_sentences(sentences, batch_size) -> list[str]:
 # %% ../../notebooks/18_decoder_only.ipynb #sampling-door
 # the rule of chapter 18's door: sample
 import math
-import numbers
-
-from .errors import InputError
 
 
 def check_sampling(temperature, top_k, top_p) -> None:
     """Refuse a setting no sampler can use (`sample`), saying what it must be."""
-    if isinstance(temperature, bool) or not (
-        isinstance(temperature, numbers.Real)
-        and math.isfinite(temperature)
-        and temperature > 0
-    ):
+    if not (is_real(temperature) and math.isfinite(temperature) and temperature > 0):
         raise InputError(
             f"temperature={temperature!r}: a finite number > 0 (1 samples the "
             "model's own distribution; for the most probable token use greedy_decode)"
         )
-    if top_k is not None and (
-        isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1
-    ):
+    if top_k is not None and not (is_integer(top_k) and top_k >= 1):
         raise InputError(f"top_k={top_k!r}: an integer >= 1, or None for no cut")
-    if isinstance(top_p, bool) or not (
-        isinstance(top_p, numbers.Real) and 0 < top_p <= 1
-    ):
+    if not (is_real(top_p) and 0 < top_p <= 1):
         raise InputError(f"top_p={top_p!r}: a number in (0, 1]; 1 cuts nothing")
