@@ -12,8 +12,7 @@ from transformer.attention_cost import (
 )
 from transformer.decoding import DecoderSteps
 from transformer.masking import causal_mask, padding_mask
-from transformer.model import Transformer
-from transformer.modern import ModelConfig
+from transformer.engine.model_config import ModelConfig, build_model
 from transformer.tokenizer import BOS_ID
 
 
@@ -180,7 +179,7 @@ def test_the_cache_holds_what_kv_cache_bytes_says(kv_heads):
         d_ff=64,
         kv_heads=kv_heads,
     )
-    model = Transformer(config).eval()
+    model = build_model(config).eval()
     src = torch.randint(3, 30, (3, 11))
     with torch.no_grad():
         src_mask = model.make_src_mask(src)

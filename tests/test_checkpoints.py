@@ -14,12 +14,12 @@ from transformer.engine.checkpoints import (
     save_model_files,
 )
 from transformer.engine.config import ModelSettings, check_resume_compatible
-from transformer.decoder_only import ArchitectureConfig
 from transformer.decoding import translate
 from transformer.engine.shipped import models_dir
 from transformer.errors import CheckpointError, InputError
 from transformer.model import Transformer
-from transformer.modern import ModelConfig
+from transformer.engine.model_config import ModelConfig, build_model
+from transformer.model import TransformerConfig
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def modern_folder(tmp_path):
     """The shipped de-en folder with the weights of a modern-block model of its shape (random, not trained)."""
     folder = tmp_path / "modern"
     shutil.copytree(models_dir() / "multi30k-de-en", folder)
-    config = ArchitectureConfig(
+    config = ModelConfig(
         **{
             **shipped_settings(),
             "norm": "rms",
@@ -36,7 +36,7 @@ def modern_folder(tmp_path):
             "kv_heads": 2,
         }
     )
-    save_model_files(Transformer(config), folder)
+    save_model_files(build_model(config), folder)
     return folder
 
 
@@ -51,14 +51,23 @@ def test_a_modern_model_folder_loads_as_saved(modern_folder):
 def test_a_model_built_with_parts_its_config_does_not_describe_is_not_saved(tmp_path):
     """RMSNorm and a LayerNorm without bias hold the same tensors: saved, such a model
     would load as the model its config describes, silently another one."""
-    from transformer.modern import RMSNorm
+    from transformer.modern import RMSNorm, modern_parts
 
     config = ModelConfig(30, 30, d_model=16, num_heads=2, d_ff=32, bias=False)
-    other = dataclasses.replace(config.parts(), norm=RMSNorm)
-    with pytest.raises(InputError, match="parts of its own"):
-        save_model_files(Transformer(config, other), tmp_path)
+    parts = modern_parts(bias=False, max_len=config.max_len)
+    other = dataclasses.replace(parts, norm=RMSNorm)
+    sizes = TransformerConfig(
+        **{
+            k: v
+            for k, v in config.to_dict().items()
+            if k in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff")
+        }
+    )
+    for model in (Transformer(config, other), Transformer(sizes)):
+        with pytest.raises(InputError, match="parts of its own"):
+            save_model_files(model, tmp_path)
     assert not any(tmp_path.iterdir())
-    save_model_files(Transformer(config), tmp_path)  # its config's parts: saved
+    save_model_files(build_model(config), tmp_path)  # its config's parts: saved
 
 
 @pytest.mark.parametrize(
@@ -116,7 +125,7 @@ def test_the_shipped_models_carry_the_config_they_were_saved_with():
             saved = json.loads(f.metadata()["model_config"])
         written = json.loads((folder / "model_config.json").read_text())
         assert next(iter(written)) == "format" and written.pop("format") == 1, name
-        assert ArchitectureConfig(**saved) == ArchitectureConfig(**written), name
+        assert ModelConfig(**saved) == ModelConfig(**written), name
 
 
 def test_a_checkpoint_whose_config_names_only_some_model_settings_loads_and_resumes_as_before(

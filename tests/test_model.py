@@ -1,5 +1,6 @@
 """Properties of the assembled model (notebooks/08_transformer.ipynb): config, masks built from pad_id, tying, learning."""
 
+import dataclasses
 import json
 import math
 
@@ -9,6 +10,9 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from transformer.engine.config import parse_model_config
+from transformer.engine.model_config import ModelConfig
+from transformer.errors import ConfigError
 from transformer.model import Transformer, TransformerConfig, evaluating
 
 PAD, BOS, EOS = 0, 1, 2
@@ -67,21 +71,28 @@ def tiny(**overrides) -> TransformerConfig:
 # --- configuration ----------------------------------------------------------------------------------
 
 
+def checked(config: TransformerConfig) -> ModelConfig:
+    """The engine's config of the same settings, checked as a user's would be."""
+    return ModelConfig(**dataclasses.asdict(config))
+
+
 @settings(max_examples=50, deadline=None)
 @given(config=configs())
 def test_config_survives_a_json_round_trip(config):
-    text = config.to_json()
-    assert TransformerConfig.from_json(text) == config
-    assert TransformerConfig.from_dict(json.loads(text)) == config
-    assert TransformerConfig.from_dict(config.to_dict()) == config
+    model_config = checked(config)
+    assert parse_model_config(json.loads(model_config.to_json())) == model_config
+    assert parse_model_config(model_config.to_dict()) == model_config
+
+
+def test_the_chapter_config_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tiny().d_model = 64
 
 
 def test_config_from_dict_rejects_unknown_keys_and_names_them():
-    d = {**tiny().to_dict(), "num_head": 4, "layers": 2}
-    with pytest.raises(ValueError, match=r"\['layers', 'num_head'\]"):
-        TransformerConfig.from_dict(d)
-    with pytest.raises(ValueError, match="unknown"):
-        TransformerConfig.from_json(json.dumps(d))
+    d = {**checked(tiny()).to_dict(), "num_head": 4, "layers": 2}
+    with pytest.raises(ConfigError, match=r"\['layers', 'num_head'\]"):
+        parse_model_config(d)
 
 
 @pytest.mark.parametrize(
@@ -101,10 +112,10 @@ def test_config_from_dict_rejects_unknown_keys_and_names_them():
 )
 def test_config_rejects_inconsistent_values_with_a_message(overrides, message):
     if message == "ok":
-        tiny(**overrides)
+        checked(tiny(**overrides))
         return
-    with pytest.raises(ValueError, match=message):
-        tiny(**overrides)
+    with pytest.raises(ConfigError, match=message):
+        checked(tiny(**overrides))
 
 
 # --- shapes and masks ----------------------------------------------------------------------------------
@@ -284,7 +295,8 @@ def test_matrices_start_within_the_xavier_bound_and_padding_rows_at_zero():
 def test_a_model_rebuilt_from_json_and_state_dict_gives_the_same_logits():
     torch.manual_seed(0)
     model = Transformer(tiny()).eval()
-    clone = Transformer(TransformerConfig.from_json(model.config.to_json())).eval()
+    saved = json.dumps(dataclasses.asdict(model.config))
+    clone = Transformer(TransformerConfig(**json.loads(saved))).eval()
     clone.load_state_dict(model.state_dict())
     assert (
         clone.generator.weight is clone.tgt_embed.embedding.weight

@@ -160,8 +160,7 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
 
     from transformer.engine.checkpoints import load_checkpoint, save_model_files
     from transformer.engine.shipped import models_dir
-    from transformer.decoder_only import ArchitectureConfig
-    from transformer.model import Transformer
+    from transformer.engine.model_config import ModelConfig, build_model
 
     shipped = models_dir() / "multi30k-de-en"
     folder = tmp_path / "modern"
@@ -169,7 +168,7 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
     for name in ("tokenizer.model", "train_config.json"):
         shutil.copyfile(shipped / name, folder / name)
     base = shipped_settings()
-    config = ArchitectureConfig(
+    config = ModelConfig(
         **{
             **base,
             "d_model": 32,
@@ -185,7 +184,7 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
         }
     )
     torch.manual_seed(0)
-    save_model_files(Transformer(config), folder)  # the weights and their config
+    save_model_files(build_model(config), folder)  # the weights and their config
     assert (
         main(["export-onnx", "--model", str(folder), "--out", str(tmp_path / "onnx")])
         == 0

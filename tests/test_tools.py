@@ -194,8 +194,7 @@ def test_gqa_decoding_measures_the_shipped_shape_and_a_cache_of_the_formulas_siz
 
     from transformer.attention_cost import kv_cache_bytes
     from transformer.engine.config import TrainConfig
-    from transformer.decoder_only import ArchitectureConfig
-    from transformer.model import Transformer
+    from transformer.engine.model_config import ModelConfig, build_model
 
     tool = load_tool("gqa_decoding")
     shape = tool.shipped_shape()
@@ -207,9 +206,9 @@ def test_gqa_decoding_measures_the_shipped_shape_and_a_cache_of_the_formulas_siz
     small = {**shape, "d_model": 32, "d_ff": 64, "src_vocab_size": 50}
     small["tgt_vocab_size"] = 50
     for kv in (4, 1):
-        config = ArchitectureConfig(**{**small, "kv_heads": kv})
+        config = ModelConfig(**{**small, "kv_heads": kv})
         torch.manual_seed(0)
-        model = Transformer(config).eval()
+        model = build_model(config).eval()
         src = torch.randint(4, 50, (2, 5))
         result = tool.decode(model, src, steps=8)
         formula = kv_cache_bytes(config, 8, 5, batch=2)

@@ -45,10 +45,10 @@ TRAIN_BATCH, GEN_BATCH, LENGTH, STEPS = 64, 32, 16, 24
 def build(name: str):
     import torch
 
-    from transformer.decoder_only import ArchitectureConfig, build_model
+    from transformer.engine.model_config import ModelConfig, build_model
 
     torch.manual_seed(0)
-    config = ArchitectureConfig(
+    config = ModelConfig(
         VOCAB,
         VOCAB,
         **SHAPE,

@@ -49,7 +49,7 @@ def main() -> None:
     from transformer.engine.checkpoints import save_model_files
     from transformer.engine.corpora import load_multi30k
     from transformer.data import TokenBudgetBatchSampler, TranslationDataset, collate
-    from transformer.decoder_only import ArchitectureConfig, build_model
+    from transformer.engine.model_config import ModelConfig, build_model
     from transformer.files import atomic_folder
     from transformer.schedule import LinearDecaySchedule
     from transformer.tokenizer import train_tokenizer
@@ -64,7 +64,7 @@ def main() -> None:
     train_set = TranslationDataset(continuation_pairs(english, 0), tok, tok, max_len=40)
     valid = [en for _, en in load_multi30k("val")]
     valid_set = TranslationDataset(continuation_pairs(valid, 1), tok, tok, max_len=40)
-    config = ArchitectureConfig(
+    config = ModelConfig(
         tok.vocab_size,
         tok.vocab_size,
         num_encoder_layers=0,

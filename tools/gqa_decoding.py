@@ -67,7 +67,7 @@ def decode(model, src, steps: int) -> dict:
 
 def shipped_shape() -> dict:
     """The [model] settings and vocabulary of the shipped German->English config, as
-    `ArchitectureConfig` keywords, without dropout."""
+    `ModelConfig` keywords, without dropout."""
     import dataclasses
 
     from transformer.engine.config import TrainConfig
@@ -109,8 +109,7 @@ def main() -> None:
     import torch
 
     from transformer.files import atomic_write_bytes
-    from transformer.model import Transformer
-    from transformer.decoder_only import ArchitectureConfig
+    from transformer.engine.model_config import ModelConfig, build_model
     from transformer.engine.machine import cpu_name
 
     parser = argparse.ArgumentParser(
@@ -124,8 +123,8 @@ def main() -> None:
     for kv in KV_HEADS:
         torch.manual_seed(0)
         max_len = max(args.steps, SOURCE_LEN) + 1
-        config = ArchitectureConfig(**{**shape, "kv_heads": kv, "max_len": max_len})
-        models[kv] = Transformer(config).eval()
+        config = ModelConfig(**{**shape, "kv_heads": kv, "max_len": max_len})
+        models[kv] = build_model(config).eval()
     vocab = shape["src_vocab_size"]
     src = torch.randint(
         4, vocab, (BATCH, SOURCE_LEN), generator=torch.Generator().manual_seed(0)

@@ -55,15 +55,11 @@ from transformer.engine.config import TrainConfig
 from transformer.loss import label_smoothed_loss
 from transformer.engine.trainer import train
 from transformer.visualize import AttentionMaps, attention_maps, plot_attention
-from transformer.modern import ModelConfig, RMSNorm, RotaryPositions, SwiGLU
+from transformer.modern import RMSNorm, RotaryPositions, SwiGLU, modern_parts
 from transformer.attention_cost import kv_cache_bytes, tiled_attention
 from transformer.engine.onnx_export import OnnxTranslator, export_onnx
-from transformer.decoder_only import (
-    ArchitectureConfig,
-    DecoderOnly,
-    build_model,
-    sample,
-)
+from transformer.decoder_only import DecoderOnly, sample
+from transformer.engine.model_config import ModelConfig, build_model
 
 __all__ = [
     "attention",
@@ -110,14 +106,14 @@ __all__ = [
     "plot_attention",
     "export_onnx",
     "OnnxTranslator",
-    "ModelConfig",
     "RMSNorm",
     "RotaryPositions",
     "SwiGLU",
     "tiled_attention",
     "kv_cache_bytes",
-    "ArchitectureConfig",
+    "modern_parts",
     "DecoderOnly",
+    "ModelConfig",
     "build_model",
     "sample",
     "TransformerError",

@@ -12,7 +12,6 @@ from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
 from .checks import check_attention_inputs
-from .modern import ModelConfig
 
 # %% ../../notebooks/17_attention_cost.ipynb #eaf27971
 def _key_blocks(q0: int, q1: int, S: int, block: int, offset: int | None):
@@ -196,14 +195,15 @@ def largest_result(run) -> tuple[int, str]:
 
 # %% ../../notebooks/17_attention_cost.ipynb #76c56864
 def kv_cache_bytes(
-    config: ModelConfig,
+    config,
     target_len: int,
     source_len: int,
     batch: int = 1,
     bytes_per_number: int = 4,
 ) -> dict:
     """Bytes of the decoder's key/value cache after `target_len` steps over a
-    source of `source_len` tokens.
+    source of `source_len` tokens, for a model `config` (the engine's `ModelConfig`:
+    the sizes and `kv_heads`).
 
     Every decoder layer keeps a key and a value of `kv_heads` heads of width
     d_model / num_heads per target token (self-attention) and per source token

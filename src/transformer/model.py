@@ -4,31 +4,25 @@
 __all__ = ['TransformerConfig', 'init_weights', 'Transformer', 'parameters_per_part', 'evaluating']
 
 # %% ../../notebooks/08_transformer.ipynb #e18c0511
-import dataclasses
-import json
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from .decoder import Decoder
-from .embedding import TokenEmbedding, sinusoidal_positional_encoding
+from .embedding import TokenEmbedding
 from .blocks import PAPER, Parts
 from .encoder import Encoder
 from .masking import causal_mask, padding_mask
-from .multihead import KVCache, head_width
+from .multihead import KVCache
 
 # %% ../../notebooks/08_transformer.ipynb #c56f4926
-@dataclass
+@dataclass(frozen=True)
 class TransformerConfig:
-    """Every size and switch of the model; saved as JSON beside each checkpoint.
-
-    The defaults are the paper's base model. `tie_target_embeddings` makes the generator
-    reuse the target embedding matrix; `share_embeddings` makes source and target use
-    one embedding (this needs one vocabulary for both languages).
-    """
+    """The sizes and switches of chapter 08's model; the defaults are the paper's base
+    model. `tie_target_embeddings`: the generator reuses the target embedding matrix;
+    `share_embeddings`: source and target use one embedding (one shared vocabulary)."""
 
     src_vocab_size: int
     tgt_vocab_size: int
@@ -41,82 +35,8 @@ class TransformerConfig:
     max_len: int = 512
     pad_id: int = 0
     norm_first: bool = False
-    tie_target_embeddings: bool = True  # generator weight = target embedding
-    # one embedding for source and target (needs one shared vocabulary)
+    tie_target_embeddings: bool = True
     share_embeddings: bool = False
-    # not a field: the fewest encoder layers this class describes (chapter 18's
-    # ArchitectureConfig allows 0, a decoder-only model)
-    fewest_encoder_layers: ClassVar[int] = 1
-
-    def __post_init__(self):
-        for name in (
-            "src_vocab_size",
-            "tgt_vocab_size",
-            "d_model",
-            "num_heads",
-            "num_decoder_layers",
-            "d_ff",
-            "max_len",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
-        if self.num_encoder_layers < self.fewest_encoder_layers:
-            raise ValueError(
-                f"num_encoder_layers={self.num_encoder_layers} must be at least "
-                f"{self.fewest_encoder_layers}"
-                + (
-                    " (a model without an encoder is chapter 18's ArchitectureConfig)"
-                    if self.num_encoder_layers == 0
-                    else ""
-                )
-            )
-        # the parts' own rules, asked before anything is built: h divides D
-        # (chapter 03), an even D for the sinusoid (chapter 05; an empty table)
-        head_width(self.d_model, self.num_heads)
-        sinusoidal_positional_encoding(0, self.d_model)
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout={self.dropout} must be in [0, 1)")
-        if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
-            raise ValueError(
-                f"pad_id={self.pad_id} is not a token id of both vocabularies "
-                f"(sizes {self.src_vocab_size} and {self.tgt_vocab_size})"
-            )
-        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError(
-                "share_embeddings=True needs one shared vocabulary, "
-                f"but src_vocab_size={self.src_vocab_size} "
-                f"and tgt_vocab_size={self.tgt_vocab_size} differ"
-            )
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "TransformerConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown model config keys {unknown}; known keys are {sorted(known)}"
-            )
-        return cls(**d)
-
-    def layer_settings(self) -> dict:
-        """What every layer of either stack is built with (chapter 06's arguments)."""
-        names = ("d_model", "num_heads", "d_ff", "dropout", "norm_first")
-        return {name: getattr(self, name) for name in names}
-
-    def parts(self) -> Parts:
-        """What the model is made of: the paper's parts (chapter 16's `ModelConfig`
-        chooses others)."""
-        return PAPER
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> "TransformerConfig":
-        return cls.from_dict(json.loads(text))
 
 # %% ../../notebooks/08_transformer.ipynb #42b07f91
 @torch.no_grad()
@@ -139,21 +59,12 @@ class Transformer(nn.Module):
     `forward` builds the padding and causal masks from `config.pad_id`; `encode` and
     `decode` are exposed separately because generation encodes the source once and
     decodes many times. `parts` (chapter 06's `Parts`) says what each piece is made
-    with; by default the ones the config chooses (`config.parts()`: the paper's for a
-    `TransformerConfig`), so that a saved config describes the model it was saved with.
+    with: the paper's by default, chapter 16's modern ones on request. `config` is
+    any object with `TransformerConfig`'s fields (the engine's `ModelConfig` has them).
     """
 
-    def __init__(self, config: TransformerConfig, parts: Parts | None = None):
+    def __init__(self, config: TransformerConfig, parts: Parts = PAPER):
         super().__init__()
-        if config.num_encoder_layers < 1:
-            raise ValueError(
-                "num_encoder_layers=0 describes a model without an encoder: build it "
-                "with transformer.build_model (chapter 18's decoder-only model)"
-            )
-        # the config describes the model only when it chose the parts (chapter 93
-        # refuses to save one that a saved config would not rebuild)
-        self.described_by_config = parts is None
-        parts = config.parts() if parts is None else parts
         c = self.config = config
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = (
@@ -162,8 +73,10 @@ class Transformer(nn.Module):
             else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
         )
         self.positional = parts.positions(c.d_model, c.max_len, c.dropout)
-        self.encoder = Encoder(c.num_encoder_layers, **c.layer_settings(), parts=parts)
-        self.decoder = Decoder(c.num_decoder_layers, **c.layer_settings(), parts=parts)
+        layer = dict(d_model=c.d_model, num_heads=c.num_heads, d_ff=c.d_ff)
+        layer |= dict(dropout=c.dropout, norm_first=c.norm_first, parts=parts)
+        self.encoder = Encoder(c.num_encoder_layers, **layer)
+        self.decoder = Decoder(c.num_decoder_layers, **layer)
         # D -> one score per target word
         self.generator = parts.generator(c.d_model, c.tgt_vocab_size)
         init_weights(self, c.pad_id)

@@ -2,11 +2,9 @@
 
 # %% auto #0
 __all__ = ['ROTARY_BASE', 'RMSNorm', 'rotary_angles', 'rotate', 'RotaryPositions', 'SwiGLU', 'EmbeddingDropout',
-           'rotary_self_attention', 'ModelConfig']
+           'rotary_self_attention', 'modern_parts']
 
 # %% ../../notebooks/16_modern_block.ipynb #3ffe7e55
-import typing
-from dataclasses import dataclass
 from functools import partial
 from typing import Literal
 
@@ -16,8 +14,7 @@ from torch import Tensor, nn
 
 from .embedding import PositionalEncoding, table_rows
 from .blocks import FeedForward, Parts
-from .model import TransformerConfig
-from .multihead import MultiHeadAttention, head_width, key_value_heads
+from .multihead import MultiHeadAttention, head_width
 
 # %% ../../notebooks/16_modern_block.ipynb #6b385563
 class RMSNorm(nn.Module):
@@ -150,64 +147,38 @@ def rotary_self_attention(
     return MultiHeadAttention(d_model, num_heads, dropout, rotary=rotary, **options)
 
 # %% ../../notebooks/16_modern_block.ipynb #model-config
-@dataclass
-class ModelConfig(TransformerConfig):
-    """Chapter 08's sizes and switches, and which part the block is made of; the
-    defaults are the paper's.
-
-    With `source_mask`, the one setting chapter 18's subclass `ArchitectureConfig`
-    adds, what a model folder's `model_config.json` holds and what `[model]` in a
-    training config sets.
-    """
-
-    norm: Literal["layer", "rms"] = "layer"  # LayerNorm or RMSNorm
-    # added to the embeddings, or turning queries/keys
-    positions: Literal["sinusoidal", "rotary"] = "sinusoidal"
-    # the paper's two layers, or gated at the same size
-    feed_forward: Literal["relu", "swiglu"] = "relu"
-    bias: bool = True  # False: no bias in any linear layer or norm
-    # key/value heads of the decoder's two attention blocks; 0 means num_heads
-    # (grouped-query when fewer; the encoder's self-attention keeps all h)
-    kv_heads: int = 0
-
-    def __post_init__(self):
-        super().__post_init__()
-        # this class's choices and a subclass's (chapter 18's source_mask)
-        for name, hint in typing.get_type_hints(type(self)).items():
-            allowed = (
-                typing.get_args(hint) if typing.get_origin(hint) is Literal else None
-            )
-            if allowed and getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"{name}={getattr(self, name)!r}: choose one of "
-                    f"{', '.join(map(repr, allowed))}"
-                )
-        # the parts' own rules, asked before any layer is built: an even head width
-        # for rotary positions (an empty table of angles), whole groups of heads
-        if self.positions == "rotary":
-            rotary_angles(0, head_width(self.d_model, self.num_heads))
-        key_value_heads(self.num_heads, self.kv_heads or None)
-
-    def parts(self) -> Parts:
-        """The `Parts` (chapter 06) these settings choose."""
-        bias, kv_heads = self.bias, self.kv_heads or None
-        attention = partial(MultiHeadAttention, bias=bias)
-        rotary = self.positions == "rotary"
-        self_attention = (
-            partial(rotary_self_attention, max_len=self.max_len, bias=bias)
-            if rotary
-            else attention
-        )
-        return Parts(
-            norm=RMSNorm if self.norm == "rms" else partial(nn.LayerNorm, bias=bias),
-            feed_forward=partial(
-                SwiGLU if self.feed_forward == "swiglu" else FeedForward, bias=bias
-            ),
-            self_attention=self_attention,  # the encoder's: nothing is cached there
-            # grouped-query attention where decoding keeps keys and values (chapter 17)
-            decoder_self_attention=partial(self_attention, num_kv_heads=kv_heads),
-            # never rotary: a target and a source position have no distance
-            cross_attention=partial(attention, num_kv_heads=kv_heads),
-            positions=EmbeddingDropout if rotary else PositionalEncoding,
-            generator=partial(nn.Linear, bias=bias),
-        )
+def modern_parts(
+    norm: Literal["layer", "rms"] = "layer",
+    positions: Literal["sinusoidal", "rotary"] = "sinusoidal",
+    feed_forward: Literal["relu", "swiglu"] = "relu",
+    bias: bool = True,
+    kv_heads: int | None = None,
+    *,
+    max_len: int,
+) -> Parts:
+    """The `Parts` (chapter 06) of a block with these choices; the defaults are the
+    paper's. `norm`: LayerNorm or RMSNorm; `positions`: added to the embeddings, or
+    turning queries and keys (rotary tables of `max_len` positions); `feed_forward`:
+    the paper's two layers, or gated at the same size; `bias=False`: no bias in any
+    linear layer or norm; `kv_heads`: key/value heads of the decoder's two attention
+    blocks (grouped-query when fewer than h; the encoder keeps all h)."""
+    attention = partial(MultiHeadAttention, bias=bias)
+    rotary = positions == "rotary"
+    self_attention = (
+        partial(rotary_self_attention, max_len=max_len, bias=bias)
+        if rotary
+        else attention
+    )
+    return Parts(
+        norm=RMSNorm if norm == "rms" else partial(nn.LayerNorm, bias=bias),
+        feed_forward=partial(
+            SwiGLU if feed_forward == "swiglu" else FeedForward, bias=bias
+        ),
+        self_attention=self_attention,  # the encoder's: nothing is cached there
+        # grouped-query attention where decoding keeps keys and values (chapter 17)
+        decoder_self_attention=partial(self_attention, num_kv_heads=kv_heads),
+        # never rotary: a target and a source position have no distance
+        cross_attention=partial(attention, num_kv_heads=kv_heads),
+        positions=EmbeddingDropout if rotary else PositionalEncoding,
+        generator=partial(nn.Linear, bias=bias),
+    )

@@ -4,10 +4,9 @@
 __all__ = ['MODEL_FORMAT', 'save_training_state', 'load_training_state', 'latest_checkpoint', 'checkpoint_problem',
            'resumable_checkpoint', 'save_model_files', 'save_checkpoint', 'prune_checkpoints', 'Checkpoint',
            'resolve_checkpoint', 'read_model_config', 'read_train_config', 'load_weights', 'load_tokenizers',
-           'model_bytes', 'load_checkpoint']
+           'load_checkpoint']
 
 # %% ../../../notebooks/93_checkpoints.ipynb #6c507b69
-import dataclasses
 import json
 import os
 import logging
@@ -35,7 +34,7 @@ from transformer.files import (
     read_regular_file,
 )
 from ..memory import check_device, check_fits
-from ..decoder_only import ArchitectureConfig, build_model
+from .model_config import ModelConfig, build_model, model_bytes
 from ..tokenizer import Tokenizer
 
 # %% ../../../notebooks/93_checkpoints.ipynb #c15c13eb
@@ -240,15 +239,30 @@ def resumable_checkpoint(checkpoints: Path) -> Path | None:
 MODEL_FORMAT = 1
 
 
+def _built_from_its_config(model: nn.Module) -> bool:
+    """Whether `build_model(model.config)` builds this model: the same modules, the
+    same tensors (built on the meta device, so nothing is allocated)."""
+    config = getattr(model, "config", None)
+    if not isinstance(config, ModelConfig):
+        return False
+    with torch.device("meta"):
+        rebuilt = build_model(config)
+    layout = lambda m: (
+        [(name, type(part)) for name, part in m.named_modules()],
+        {name: t.shape for name, t in m.state_dict().items()},
+    )
+    return layout(model) == layout(rebuilt)
+
+
 def save_model_files(model: nn.Module, folder: Path) -> None:
     """model.safetensors, whose metadata repeats the model config (tying the
     weights to it), and model_config.json (its format, then the settings): the model's
     part of a checkpoint or of a shipped model's folder."""
-    if not model.described_by_config:
+    if not _built_from_its_config(model):
         raise InputError(
             "this model was built with parts of its own, which its config does not "
-            "describe, so the saved folder would load as another model: choose the "
-            "parts in the config (chapter 16's ModelConfig) and build it from that"
+            "describe, so the saved folder would load as another model: describe it "
+            "with a ModelConfig and build it with transformer.build_model"
         )
     save_model(
         model,
@@ -368,8 +382,8 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-def read_model_config(directory: Path) -> ArchitectureConfig:
-    """directory/model_config.json as an `ArchitectureConfig`, checked (its format,
+def read_model_config(directory: Path) -> ModelConfig:
+    """directory/model_config.json as a `ModelConfig`, checked (its format,
     unknown settings, types, the model's own rules); `CheckpointError` says what is
     wrong."""
     path = directory / "model_config.json"
@@ -470,7 +484,7 @@ def _sizes_in(stored: dict) -> dict[str, int]:
     return sizes
 
 
-def _check_stored(stored: dict, config: ArchitectureConfig, path: Path) -> None:
+def _check_stored(stored: dict, config: ModelConfig, path: Path) -> None:
     """Refuse weights that are not floating point, or whose sizes are
     not those of model_config.json."""
     for name, (dtype, _) in stored.items():
@@ -573,38 +587,9 @@ def load_tokenizers(
     return (tokenizers[0], tokenizers[0]) if shared else (tokenizers[0], tokenizers[1])
 
 
-def model_bytes(config: ArchitectureConfig) -> int:
-    """Bytes of a model's weights and buffers in float32, counted on the
-    meta device: nothing is allocated.
-
-    A model is the same layer repeated, so it is built with one and two layers per stack
-    and the count extended in a line to the config's layer counts: a million layers cost
-    three small models (two for a decoder-only model, which has no encoder), not a
-    million modules.
-    """
-
-    def counted(encoder_layers: int, decoder_layers: int) -> int:
-        small = dataclasses.replace(
-            config, num_encoder_layers=encoder_layers, num_decoder_layers=decoder_layers
-        )
-        with torch.device("meta"):
-            model = build_model(small)
-        return sum(t.numel() * 4 for t in (*model.parameters(), *model.buffers()))
-
-    e = min(config.num_encoder_layers, 1)  # 0: a decoder-only model (chapter 18)
-    base = counted(e, 1)
-    per_encoder_layer = counted(2, 1) - base if e else 0
-    per_decoder_layer = counted(e, 2) - base
-    return (
-        base
-        + (config.num_encoder_layers - e) * per_encoder_layer
-        + (config.num_decoder_layers - 1) * per_decoder_layer
-    )
-
-
 def _check_config_is_the_saved_one(
     directory: Path,
-    config: ArchitectureConfig,
+    config: ModelConfig,
     train_config: TrainConfig,
     device: str | torch.device,
 ) -> None:

@@ -21,21 +21,11 @@ from .corpora import MULTI30K_SPLITS
 from ..errors import ConfigError
 from ..files import read_regular_file
 from ..tokenizer import PAD_ID
-from ..decoder_only import ArchitectureConfig
+from .model_config import ModelConfig, kind_of, range_of
 
 # %% ../../../notebooks/92_configuration.ipynb #82236b93
 # an unknown key or a wrong type is an error, never a guess
 _STRICT = ConfigDict(extra="forbid", strict=True)
-
-
-def _type_name(tp) -> str:
-    if typing.get_origin(tp) is Literal:
-        return f"one of {list(typing.get_args(tp))}"
-    return (
-        str(tp).replace("typing.", "")
-        if typing.get_args(tp)
-        else getattr(tp, "__name__", str(tp))
-    )
 
 
 @functools.cache
@@ -54,8 +44,13 @@ def _locate(cls, loc: tuple, prefix: str = "") -> tuple[str, object]:
                 f"{where}[{part}]",
                 args[0] if typing.get_origin(tp) is list else args[part],
             )
-        elif dataclasses.is_dataclass(tp) and part in typing.get_type_hints(tp):
-            where, tp = f"{where}.{part}".lstrip("."), typing.get_type_hints(tp)[part]
+        elif dataclasses.is_dataclass(tp) and part in typing.get_type_hints(
+            tp, include_extras=True
+        ):
+            where, tp = (
+                f"{where}.{part}".lstrip("."),
+                typing.get_type_hints(tp, include_extras=True)[part],
+            )
         else:
             # pydantic also names the member of a union it tried; the field's annotation
             # is what we report
@@ -106,7 +101,7 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
     # a tuple too short: report the whole field
     loc = e["loc"][:-1] if e["type"] == "missing" else e["loc"]
     where, tp = _locate(cls, loc, prefix)
-    # a setting without a default (ArchitectureConfig's)
+    # a setting without a default (ModelConfig's vocabulary sizes)
     if dataclasses.is_dataclass(tp) and e["type"] == "missing":
         return ConfigError(
             f"setting {e['loc'][-1]!r} is missing" + (f" in [{where}]" if where else "")
@@ -117,9 +112,11 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
             if where
             else f"a config must be a table of settings, got {_shown(e['input'])}"
         )
+    if e["type"] in ("greater_than_equal", "less_than"):
+        return ConfigError(f"{where}={e['input']!r} must be {range_of(tp)}")
     if e["type"] == "literal_error":
-        return ConfigError(f"{where}={e['input']!r} must be {_type_name(tp)}")
-    return ConfigError(f"{where} must be {_type_name(tp)}, got {_shown(e['input'])}")
+        return ConfigError(f"{where}={e['input']!r} must be {kind_of(tp)}")
+    return ConfigError(f"{where} must be {kind_of(tp)}, got {_shown(e['input'])}")
 
 
 def parse_config(cls, data, where: str = ""):
@@ -141,7 +138,7 @@ def _check_type(value, tp, where: str):
         return _adapter(tp).validate_json(json.dumps(value, default=str), strict=True)
     except ValidationError:
         raise ConfigError(
-            f"{where} must be {_type_name(tp)}, got {_shown(value)}"
+            f"{where} must be {kind_of(tp)}, got {_shown(value)}"
         ) from None
 
 # %% ../../../notebooks/92_configuration.ipynb #46e28385
@@ -200,8 +197,8 @@ _SET_BY_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id")
 def _strict_copy(cls, name: str, doc: str, leave_out: tuple[str, ...] = ()) -> type:
     """`cls`'s settings (but `leave_out`), with their defaults, in a dataclass that
     pydantic checks strictly: wrong types and unknown keys are errors that name the
-    setting, where a plain dataclass such as `ArchitectureConfig` checks no types."""
-    hints = typing.get_type_hints(cls)
+    setting, checked when a `TrainConfig` is read."""
+    hints = typing.get_type_hints(cls, include_extras=True)
     copy = dataclasses.make_dataclass(
         name,
         [
@@ -218,27 +215,18 @@ def _strict_copy(cls, name: str, doc: str, leave_out: tuple[str, ...] = ()) -> t
 
 
 ModelSettings = _strict_copy(
-    ArchitectureConfig,
+    ModelConfig,
     "ModelSettings",
-    "The [model] section: `ArchitectureConfig`'s settings, without the vocabulary "
+    "The [model] section: `ModelConfig`'s settings, without the vocabulary "
     "sizes and pad_id, which come from the tokenizer.",
     leave_out=_SET_BY_TOKENIZER,
 )
-_ModelFile = _strict_copy(
-    ArchitectureConfig,
-    "ModelFile",
-    "A model folder's model_config.json: every setting.",
-)
 
 
-def parse_model_config(data, where: str = "") -> ArchitectureConfig:
-    """A saved `model_config.json` as a `ArchitectureConfig`, checked as strictly as a
-    config file: types, choices, no unknown setting, then the model's own rules."""
-    settings = dataclasses.asdict(parse_config(_ModelFile, data, where))
-    try:
-        return ArchitectureConfig(**settings)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+def parse_model_config(data, where: str = "") -> ModelConfig:
+    """A saved `model_config.json` as a `ModelConfig`, checked as strictly as a
+    config file: no unknown setting, types, choices, ranges, the rules between them."""
+    return parse_config(ModelConfig, data, where)
 
 
 _SECTIONS = ("data", "model", "optim")  # the tables of a config
@@ -266,7 +254,7 @@ class TrainConfig:
     saved as JSON in every checkpoint.
 
     Top-level settings describe the run; `[data]` is a `DataConfig`, `[optim]` an
-    `OptimConfig`, and `[model]` a `ModelSettings`: `ArchitectureConfig`'s fields but
+    `OptimConfig`, and `[model]` a `ModelSettings`: `ModelConfig`'s fields but
     the vocabulary sizes and `pad_id`, which come from the tokenizer. Unknown keys
     are errors, not silently ignored.
     """
@@ -538,24 +526,24 @@ class TrainConfig:
                 raise ConfigError(
                     f"{where}={value} is too large: the most is 2**31 - 1"
                 )
-        try:  # chapter 8's checks (d_model divisible by num_heads, ...)
+        try:  # the model's own rules (d_model divisible by num_heads, ...)
             self.largest_model()
-        except ValueError as e:
+        except ConfigError as e:
             raise ConfigError(f"model.{e}") from None
 
     def model_config(
         self, src_vocab_size: int, tgt_vocab_size: int, pad_id: int = PAD_ID
-    ) -> ArchitectureConfig:
+    ) -> ModelConfig:
         """The model `[model]` describes, for vocabularies of these sizes and the
         tokenizers' pad id (every tokenizer of the course pads with PAD_ID)."""
-        return ArchitectureConfig(
+        return ModelConfig(
             src_vocab_size=src_vocab_size,
             tgt_vocab_size=tgt_vocab_size,
             pad_id=pad_id,
             **dataclasses.asdict(self.model),
         )
 
-    def largest_model(self) -> ArchitectureConfig:
+    def largest_model(self) -> ModelConfig:
         """The model `[model]` describes, with the largest
         vocabularies the run's tokenizers can get."""
         d = self.data

@@ -18,7 +18,6 @@ from tqdm.auto import tqdm
 from transformer.engine.checkpoints import (
     load_tokenizers,
     load_weights,
-    model_bytes,
     prune_checkpoints,
     save_checkpoint,
 )
@@ -38,7 +37,7 @@ from ..loss import label_smoothed_loss
 from ..memory import check_fits
 from .metrics import MetricsLog, read_metrics
 from ..model import evaluating
-from ..decoder_only import build_model
+from .model_config import build_model, model_bytes
 from .machine import cpu_has_bf16_matmul, keep_freed_memory
 from .run_folder import TrainState, previous_checkpoint, run_folder
 from ..schedule import InverseSqrtSchedule, LinearDecaySchedule
