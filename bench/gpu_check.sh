@@ -156,8 +156,8 @@ import sys, dataclasses
 from transformer.engine.config import TrainConfig
 from transformer.engine.trainer import train
 c = TrainConfig.from_toml("configs/tiny.toml")
-c = dataclasses.replace(c, out_dir=sys.argv[1] + "/tiny-compiled", device="cuda", compile=True, progress=False)
-c.optim.max_steps = 20
+c = dataclasses.replace(c, out_dir=sys.argv[1] + "/tiny-compiled", device="cuda", compile=True, progress=False,
+                        optim=dataclasses.replace(c.optim, max_steps=20))
 r = train(c)
 print(f"  compiled run: {r.step} steps, last epoch row {r.history[-1]}")
 EOF

@@ -152,16 +152,16 @@ def _load(model: str, device: str):
 # %% ../../../notebooks/97_command_line.ipynb #ca1de245
 def _run_train(args) -> int:
     config = TrainConfig.from_toml(args.config)
-    overrides = {"device": args.device, "out_dir": args.out_dir}
+    run = {"device": args.device, "out_dir": args.out_dir}
+    run |= {"progress": False} if args.no_progress else {}
+    steps = {} if args.max_steps is None else {"max_steps": args.max_steps}
+    # a new config, checked again: the file's settings with the command's overrides
     config = dataclasses.replace(
-        config, **{k: v for k, v in overrides.items() if v is not None}
+        config,
+        **{k: v for k, v in run.items() if v is not None},
+        optim=dataclasses.replace(config.optim, **steps),
     )
-    if args.max_steps is not None:
-        config.optim.max_steps = args.max_steps
-    if args.no_progress:
-        config.progress = False
     try:
-        # checks the config again, with the overrides
         result = train(config, resume=args.resume)
     except NonFiniteLossError as e:
         print(f"error: {e}", file=sys.stderr)

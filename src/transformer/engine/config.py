@@ -8,14 +8,13 @@ __all__ = ['NO_SPACES', 'ModelSettings', 'parse_config', 'DataConfig', 'OptimCon
 import dataclasses
 import functools
 import json
-import math
 import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
 from .corpora import MULTI30K_SPLITS
 from ..errors import ConfigError
@@ -56,6 +55,16 @@ def _locate(cls, loc: tuple, prefix: str = "") -> tuple[str, object]:
             # is what we report
             break
     return where, tp
+
+
+# pydantic's names for a value outside its Field's range
+_OUT_OF_RANGE = (
+    "greater_than_equal",
+    "greater_than",
+    "less_than",
+    "less_than_equal",
+    "finite_number",
+)
 
 
 def _shown(value) -> str:
@@ -112,7 +121,7 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
             if where
             else f"a config must be a table of settings, got {_shown(e['input'])}"
         )
-    if e["type"] in ("greater_than_equal", "less_than"):
+    if e["type"] in _OUT_OF_RANGE:
         return ConfigError(f"{where}={e['input']!r} must be {range_of(tp)}")
     if e["type"] == "literal_error":
         return ConfigError(f"{where}={e['input']!r} must be {kind_of(tp)}")
@@ -142,7 +151,21 @@ def _check_type(value, tp, where: str):
         ) from None
 
 # %% ../../../notebooks/92_configuration.ipynb #46e28385
-@dataclass
+_PIECES = "room beyond pad, unk, bos and eos"
+_LR = "it multiplies the paper's learning rate, and above 1e4 the first step overflows"
+_EPS = "it keeps Adam's division away from zero; below 1e-30 it is 0 in float32"
+
+
+def _range(*reason: str, **bounds) -> Field:
+    """A setting's range (pydantic's `Field`: ge, gt, lt, le), and why, which the
+    error message quotes."""
+    return Field(allow_inf_nan=False, description=" ".join(reason) or None, **bounds)
+
+
+_Decay = Annotated[float, _range("they are Adam's decay rates", ge=0, lt=1)]
+
+
+@dataclass(frozen=True)
 class DataConfig:
     """Which corpus, which direction, and how it is tokenised and filtered."""
 
@@ -160,34 +183,38 @@ class DataConfig:
     valid_files: list[str] = field(default_factory=list)
     train_split: str = "train"
     valid_split: str = "val"
-    max_train_pairs: int = 0  # 0: the whole split; otherwise its first N pairs
-    max_valid_pairs: int = 0
+    # 0: the whole split; otherwise its first N pairs
+    max_train_pairs: Annotated[int, _range("0 means the whole split", ge=0)] = 0
+    max_valid_pairs: Annotated[int, _range("0 means the whole split", ge=0)] = 0
     # tokens per sentence (target + eos included); longer pairs are dropped and counted
-    max_len: int = 100
+    max_len: Annotated[int, _range("a target needs a token and bos or eos", ge=2)] = 100
     shared_vocab: bool = True  # one sentencepiece model for both languages
     # the joint vocabulary, or the source side's when shared_vocab = false
-    vocab_size: int = 8000
+    vocab_size: Annotated[int, _range(_PIECES, ge=5)] = 8000
     # the target side's when shared_vocab = false (0: the same as vocab_size)
-    tgt_vocab_size: int = 0
+    tgt_vocab_size: Annotated[int, _range("0 means vocab_size", ge=0)] = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class OptimConfig:
     """How long, how big the batches, and the optimiser with its schedule."""
 
     __pydantic_config__ = _STRICT
-    epochs: int = 10
-    max_steps: int = 0  # 0: no limit; otherwise stop after this many optimiser steps
-    max_tokens: int = 4096  # token budget of one batch, per process
-    lr_factor: float = 1.0  # multiplies the paper's schedule
-    warmup_steps: int = 4000
+    epochs: Annotated[int, _range(ge=1)] = 10
+    # 0: no limit; otherwise stop after this many optimiser steps
+    max_steps: Annotated[int, _range("0 means no limit", ge=0)] = 0
+    max_tokens: Annotated[int, _range(ge=1)] = 4096  # token budget of one batch
+    # multiplies the paper's schedule
+    lr_factor: Annotated[float, _range(_LR, gt=0, le=1e4)] = 1.0
+    warmup_steps: Annotated[int, _range(ge=1)] = 4000
     # the paper's; or "linear": the same warm-up, then down to ~0 at the last step
     schedule: Literal["inverse_sqrt", "linear"] = "inverse_sqrt"
-    betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = 1e-9
-    weight_decay: float = 0.0  # AdamW's decoupled decay of the matrices (appendix 95)
-    label_smoothing: float = 0.1
-    clip_grad_norm: float = 1.0  # 0: no clipping
+    betas: tuple[_Decay, _Decay] = (0.9, 0.98)
+    eps: Annotated[float, _range(_EPS, ge=1e-30, le=1)] = 1e-9
+    # AdamW's decoupled decay of the matrices (appendix 95)
+    weight_decay: Annotated[float, _range(ge=0, le=1e4)] = 0.0
+    label_smoothing: Annotated[float, _range(ge=0, lt=1)] = 0.1
+    clip_grad_norm: Annotated[float, _range("0 disables it", ge=0)] = 1.0
 
 
 NO_SPACES = ("zh", "ja", "th")  # languages written without spaces between words
@@ -209,6 +236,7 @@ def _strict_copy(cls, name: str, doc: str, leave_out: tuple[str, ...] = ()) -> t
             if f.name not in leave_out
         ],
         namespace={"__pydantic_config__": _STRICT},
+        frozen=True,
     )
     copy.__module__, copy.__doc__ = __name__, doc
     return copy
@@ -248,12 +276,13 @@ _RESUMABLE_CHANGES = (
 )
 
 # %% ../../../notebooks/92_configuration.ipynb #1a4719b6
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything a training run needs, read from a TOML file;
     saved as JSON in every checkpoint.
 
-    Top-level settings describe the run; `[data]` is a `DataConfig`, `[optim]` an
+    Frozen: change one with `dataclasses.replace`, which checks it again. Top-level
+    settings describe the run; `[data]` is a `DataConfig`, `[optim]` an
     `OptimConfig`, and `[model]` a `ModelSettings`: `ModelConfig`'s fields but
     the vocabulary sizes and `pad_id`, which come from the tokenizer. Unknown keys
     are errors, not silently ignored.
@@ -262,18 +291,18 @@ class TrainConfig:
     __pydantic_config__ = _STRICT
     name: str = "run"
     out_dir: str = "runs/run"  # checkpoints, tokenizer and metrics.csv go here
-    seed: int = 0
+    seed: Annotated[int, _range(ge=0, lt=2**63)] = 0
     # "auto" (CUDA, then MPS, then CPU), or e.g. "cpu", "cuda", "cuda:1", "mps"
     device: str = "auto"
     # "auto": bf16 autocast on CUDA, float32 elsewhere
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     compile: bool = False  # torch.compile the model
     # steps between progress-bar updates (metrics.csv gets every step)
-    log_every: int = 10
+    log_every: Annotated[int, _range(ge=1)] = 10
     # steps between checkpoints inside an epoch; 0: at the end of each epoch only
-    save_every: int = 0
+    save_every: Annotated[int, _range("0 means at the end of each epoch", ge=0)] = 0
     # checkpoints kept (the best one by validation loss is kept as well)
-    keep_last: int = 2
+    keep_last: Annotated[int, _range(ge=1)] = 2
     progress: bool = True  # tqdm progress bar
     # also write TensorBoard logs, when tensorboard is installed
     tensorboard: bool = True
@@ -282,16 +311,16 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
 
     def __post_init__(self):
-        hints = typing.get_type_hints(TrainConfig)
+        hints = typing.get_type_hints(TrainConfig, include_extras=True)
         for name in _SECTIONS:  # a table built in Python is checked like a file's
             table = getattr(self, name)
             if isinstance(table, hints[name]):
                 table = dataclasses.asdict(table)
-            setattr(self, name, parse_config(hints[name], table, name))
+            object.__setattr__(self, name, parse_config(hints[name], table, name))
         # TrainConfig(seed="0") in Python, where no parser has looked yet
         for f in dataclasses.fields(self):
             if f.name not in _SECTIONS:
-                setattr(
+                object.__setattr__(
                     self,
                     f.name,
                     _check_type(getattr(self, f.name), hints[f.name], f.name),
@@ -299,11 +328,9 @@ class TrainConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Reject settings that cannot work, with the reason
-        and the fix (a `ConfigError`)."""
-        for ok, message in (
-            self._run_checks() + self._data_checks() + self._optim_checks()
-        ):
+        """Reject settings that contradict each other, with the reason and the fix (a
+        `ConfigError`); each setting's own range is on its field."""
+        for ok, message in self._run_checks() + self._data_checks():
             if not ok:
                 raise ConfigError(message)
         self._check_sizes()
@@ -341,20 +368,13 @@ class TrainConfig:
                 )
                 for where, p in self._paths()
             ],
-            (0 <= self.seed < 2**63, f"seed={self.seed} must be in [0, 2**63)"),
-            (
-                self.log_every > 0 and self.save_every >= 0 and self.keep_last >= 1,
-                "log_every must be >= 1, save_every >= 0 and keep_last >= 1",
-            ),
         ]
 
     def _data_checks(self) -> list[tuple[bool, str]]:
-        """The `[data]` checks: corpus and direction, splits and files, tokens."""
-        return self._corpus_checks() + self._split_checks() + self._token_checks()
-
-    def _corpus_checks(self) -> list[tuple[bool, str]]:
-        """A known corpus, and two of its languages as the direction."""
-        d = self.data
+        """What joins two settings: the corpus and its languages, splits and files,
+        the vocabularies and the lengths the model and the batches must hold."""
+        d, splits = self.data, ("train", "val", "valid", "test")
+        splits = MULTI30K_SPLITS if d.corpus == "multi30k" else splits
         return [
             (
                 d.src_lang != d.tgt_lang,
@@ -367,17 +387,6 @@ class TrainConfig:
                 "set src_lang and tgt_lang to 'en' and 'zh' (either way round), "
                 f"not {d.src_lang!r} and {d.tgt_lang!r}",
             ),
-        ]
-
-    def _split_checks(self) -> list[tuple[bool, str]]:
-        """The splits or files the run reads, and how many of their pairs."""
-        d = self.data
-        splits = (
-            MULTI30K_SPLITS
-            if d.corpus == "multi30k"
-            else ("train", "val", "valid", "test")
-        )
-        return [
             (
                 d.corpus not in ("multi30k", "tatoeba")
                 or (d.train_split in splits and d.valid_split in splits),
@@ -397,25 +406,9 @@ class TrainConfig:
                 "data.corpus='tsv' needs train_files and valid_files, each [path]",
             ),
             (
-                d.max_train_pairs >= 0 and d.max_valid_pairs >= 0,
-                "data.max_train_pairs and data.max_valid_pairs must "
-                "be >= 0 (0: the whole split)",
-            ),
-        ]
-
-    def _token_checks(self) -> list[tuple[bool, str]]:
-        """Sentence lengths and vocabularies, and the model's agreement with them."""
-        d = self.data
-        return [
-            (
-                d.max_len >= 2,
-                f"data.max_len={d.max_len} must be at least 2: a target "
-                "needs a token and bos or eos",
-            ),
-            (
-                d.vocab_size > 4 and (d.tgt_vocab_size == 0 or d.tgt_vocab_size > 4),
-                "data.vocab_size and data.tgt_vocab_size must leave "
-                "room beyond pad/unk/bos/eos",
+                d.tgt_vocab_size == 0 or d.tgt_vocab_size > 4,
+                f"data.tgt_vocab_size={d.tgt_vocab_size} must leave room beyond "
+                "pad/unk/bos/eos (or be 0: the same as vocab_size)",
             ),
             (
                 not (d.shared_vocab and d.tgt_vocab_size),
@@ -432,82 +425,10 @@ class TrainConfig:
                 f"model.max_len={self.model.max_len} must be at least "
                 f"data.max_len={d.max_len}",
             ),
-        ]
-
-    def _optim_checks(self) -> list[tuple[bool, str]]:
-        """The `[optim]` checks: run length, learning rate, the update's constants."""
-        return (
-            self._step_checks() + self._learning_rate_checks() + self._update_checks()
-        )
-
-    def _step_checks(self) -> list[tuple[bool, str]]:
-        """How many epochs and steps the run takes, and the tokens of one batch."""
-        o = self.optim
-        return [
-            (o.epochs >= 1, f"optim.epochs={o.epochs} must be at least 1"),
             (
-                o.max_steps >= 0,
-                f"optim.max_steps={o.max_steps} must be >= 0 (0 means no limit)",
-            ),
-            (
-                o.max_tokens >= self.data.max_len,
-                f"optim.max_tokens={o.max_tokens} must be at least data.max_len="
-                f"{self.data.max_len}, so that the longest pair fits in a batch",
-            ),
-        ]
-
-    def _learning_rate_checks(self) -> list[tuple[bool, str]]:
-        """The learning-rate schedule: its warm-up, its shape and its factor."""
-        o = self.optim
-        return [
-            (
-                o.warmup_steps > 0,
-                f"optim.warmup_steps={o.warmup_steps} must be positive",
-            ),
-            (
-                math.isfinite(o.lr_factor) and o.lr_factor > 0,
-                f"optim.lr_factor={o.lr_factor} must be a finite number "
-                "> 0: it multiplies the learning rate",
-            ),
-            (
-                o.lr_factor <= 1e4,
-                f"optim.lr_factor={o.lr_factor} is more than 1e4 times the "
-                "paper's learning rate: the first step would overflow float32; "
-                "1 is the paper's",
-            ),
-        ]
-
-    def _update_checks(self) -> list[tuple[bool, str]]:
-        """Adam's betas and eps, weight decay, label smoothing and gradient clipping."""
-        o = self.optim
-        return [
-            (
-                all(math.isfinite(b) and 0 <= b < 1 for b in o.betas),
-                f"optim.betas={list(o.betas)} must both be in [0, 1): "
-                "they are Adam's decay rates",
-            ),
-            (
-                math.isfinite(o.eps) and o.eps > 0,
-                f"optim.eps={o.eps} must be a finite number > 0: it keeps Adam's "
-                "division away from zero",
-            ),
-            (
-                1e-30 <= o.eps <= 1,
-                f"optim.eps={o.eps} must be from 1e-30 "
-                "(a smaller one is 0 in float32) to 1",
-            ),
-            (
-                math.isfinite(o.weight_decay) and 0 <= o.weight_decay <= 1e4,
-                f"optim.weight_decay={o.weight_decay} must be a number from 0 to 1e4",
-            ),
-            (
-                0.0 <= o.label_smoothing < 1.0,
-                f"optim.label_smoothing={o.label_smoothing} must be in [0, 1)",
-            ),
-            (
-                math.isfinite(o.clip_grad_norm) and o.clip_grad_norm >= 0,
-                f"optim.clip_grad_norm={o.clip_grad_norm} must be a finite "
-                "number >= 0 (0 disables it)",
+                self.optim.max_tokens >= d.max_len,
+                f"optim.max_tokens={self.optim.max_tokens} must be at least "
+                f"data.max_len={d.max_len}, so that the longest pair fits in a batch",
             ),
         ]
 

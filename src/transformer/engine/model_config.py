@@ -6,11 +6,13 @@ __all__ = ['AtLeastOne', 'AtLeastZero', 'ModelConfig', 'build_model', 'model_byt
 # %% ../../../notebooks/92_configuration.ipynb #model-config
 import dataclasses
 import json
+import types
 import typing
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 import torch
 from torch import nn
 
@@ -58,8 +60,11 @@ class ModelConfig:
     source_mask: Literal["causal", "prefix"] = "causal"
 
     def __post_init__(self):
-        for name, (hint, adapter) in _SETTINGS.items():
-            check_setting(getattr(self, name), hint, name, adapter)
+        try:  # every setting against its annotation, in one pass of pydantic's
+            _SETTINGS.validate_python(dataclasses.asdict(self), strict=True)
+        except ValidationError as e:  # the first one wrong, in words
+            name = e.errors()[0]["loc"][0]
+            check_setting(getattr(self, name), _HINTS[name], name)
         try:
             _check_together(self)
         except ValueError as e:  # a part's own rule, in its own words
@@ -152,32 +157,54 @@ def model_bytes(config: ModelConfig) -> int:
 
 
 def kind_of(tp) -> str:
-    """An annotation in words: 'one of [...]', 'int', 'list[str]' (its range apart)."""
-    if typing.get_origin(tp) is Annotated:
-        tp = typing.get_args(tp)[0]
-    if typing.get_origin(tp) is Literal:
-        return f"one of {list(typing.get_args(tp))}"
-    if typing.get_args(tp):
-        return str(tp).replace("typing.", "")
-    return getattr(tp, "__name__", str(tp))
+    """An annotation in words, its ranges left out: 'int', 'one of [...]',
+    'tuple[float, float]', 'str | None'."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Annotated:
+        return kind_of(args[0])
+    if origin is Literal:
+        return f"one of {list(args)}"
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(kind_of(a) for a in args)
+    if args:
+        return f"{origin.__name__}[{', '.join(kind_of(a) for a in args)}]"
+    return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
 
 
 def range_of(tp) -> str:
-    """The range an annotation's `Field` allows, in words: 'at least 1', 'in [0, 1)'."""
-    limits = {}
-    for extra in typing.get_args(tp)[1:] if typing.get_origin(tp) is Annotated else ():
-        for bound in getattr(extra, "metadata", ()):
-            limits |= {k: getattr(bound, k) for k in ("ge", "lt") if hasattr(bound, k)}
-    if "lt" in limits:
-        return f"in [{limits.get('ge', '-inf')}, {limits['lt']})"
-    return f"at least {limits['ge']}" if "ge" in limits else "in range"
+    """The range an annotation's `Field` allows, and why, in words: 'at least 1',
+    'a finite number in [0, 1)', 'in [0, 2**63)', then ': ' and its description."""
+    limits, reason = {}, None
+    if typing.get_origin(tp) is Annotated:
+        tp, *extras = typing.get_args(tp)
+        for extra in extras:
+            reason = getattr(extra, "description", None) or reason
+            for bound in getattr(extra, "metadata", ()):
+                names = ("ge", "gt", "lt", "le")
+                limits |= {k: getattr(bound, k) for k in names if hasattr(bound, k)}
+    shown = {k: _number(v) for k, v in limits.items()}
+    if "lt" in limits or "le" in limits:
+        low = f"[{shown['ge']}" if "ge" in limits else f"({shown.get('gt', '-inf')}"
+        high = f"{shown['lt']})" if "lt" in limits else f"{shown['le']}]"
+        words = f"in {low}, {high}"
+    else:
+        words = f"at least {shown['ge']}" if "ge" in limits else f"above {shown['gt']}"
+    words = f"a finite number {words}" if tp is float else words
+    return f"{words}: {reason}" if reason else words
 
 
-def check_setting(value, tp, name: str, adapter: TypeAdapter | None = None) -> None:
+def _number(x) -> str:
+    """A bound as a reader writes it: 0.5, 1e-30, 2**63."""
+    if isinstance(x, int) and x >= 2**16 and x & (x - 1) == 0:
+        return f"2**{x.bit_length() - 1}"
+    return f"{x:g}"
+
+
+def check_setting(value, tp, name: str) -> None:
     """`value` as the annotation `tp` asks (strictly: no bool for an int, no text for
     a number), or a one-line `ConfigError` that names the setting."""
     try:
-        (adapter or TypeAdapter(tp)).validate_python(value, strict=True)
+        TypeAdapter(tp).validate_python(value, strict=True)
     except ValidationError as e:
         kind = e.errors()[0]["type"]
         if kind in ("greater_than_equal", "less_than"):
@@ -188,9 +215,6 @@ def check_setting(value, tp, name: str, adapter: TypeAdapter | None = None) -> N
         raise ConfigError(f"{name} must be {kind_of(tp)}, got {shown}") from None
 
 
-# each setting's annotation, and the pydantic validator made from it once
-_SETTINGS = {
-    f.name: (hint, TypeAdapter(hint))
-    for f in dataclasses.fields(ModelConfig)
-    for hint in [typing.get_type_hints(ModelConfig, include_extras=True)[f.name]]
-}
+# each setting's annotation, and one pydantic validator of them all
+_HINTS = typing.get_type_hints(ModelConfig, include_extras=True)
+_SETTINGS = TypeAdapter(TypedDict("ModelSettings", _HINTS))
