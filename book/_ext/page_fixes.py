@@ -1,4 +1,6 @@
-"""Sphinx extension: two fixes so that a first visit to the book logs no console error.
+"""Sphinx extension: fixes to the pages as the themes render them.
+
+Two fixes so that a first visit to the book logs no console error:
 
 - sphinx-thebe registers its inline configuration script each time the environment is read, and
   Jupyter Book 1 reads it twice, so every page declared `const THEBE_JS_URL` twice ("Identifier has
@@ -6,9 +8,19 @@
 - pydata-sphinx-theme starts a page with `dataset.mode = localStorage.mode || ""`, then rejects the empty
   mode with a console error on a reader's first visit. An empty mode is set to "auto" (the theme's own
   default) before the theme's script reads it.
+
+And the page as a reader sees it:
+- every page loads `course.js` (book/assets/): the chapter menu and the contents button open their panels
+  on a phone, and a figure opens at full size;
+- every page states the code column, ruff's line length from pyproject.toml, as the CSS variable
+  `--course-code-columns` that course.css sizes the article with: the number is written once, where the
+  formatter reads it.
 """
 
 from __future__ import annotations
+
+import tomllib
+from pathlib import Path
 
 EMPTY_MODE_IS_AUTO = 'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "auto"; }'
 
@@ -30,7 +42,24 @@ def keep_scripts_once(app, pagename, templatename, context, doctree) -> None:
     scripts[:] = unique
 
 
+def code_columns(root: Path) -> int:
+    """The line length the chapters are formatted to: pyproject.toml's [tool.ruff] line-length (ruff's
+    default, 88, where it is not set)."""
+    settings = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    return int(settings.get("tool", {}).get("ruff", {}).get("line-length", 88))
+
+
+def state_code_columns(app, pagename, templatename, context, doctree) -> None:
+    columns = code_columns(Path(app.srcdir))
+    context["metatags"] = (
+        context.get("metatags", "")
+        + f"\n<style>:root {{ --course-code-columns: {columns}; }}</style>"
+    )
+
+
 def setup(app):
     app.add_js_file(None, body=EMPTY_MODE_IS_AUTO, priority=1)
+    app.add_js_file("course.js")
+    app.connect("html-page-context", state_code_columns)
     app.connect("html-page-context", keep_scripts_once)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
