@@ -56,6 +56,9 @@ PAGE_REPORT = """() => {
     brokenImages: [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
     ids: [...document.querySelectorAll('[id]')].map(e => e.id),
+    title: (document.querySelector('article h1') || {textContent: ''}).textContent.replace(/#$/, '').trim(),
+    navigation: [...document.querySelectorAll('.bd-sidebar-primary a.reference, a.left-prev, a.right-next')]
+      .map(a => [a.getAttribute('href'), a.textContent.replace(/\\s+/g, ' ').trim()]),
   };
 }"""
 
@@ -151,6 +154,34 @@ def screenshot(page, rel: str, width: int) -> None:
     assert path.stat().st_size > 5_000, f"{path} looks empty"
 
 
+CHAPTER_FILE = re.compile(r"(?:^|/)(\d\d)_[^/]*\.html")
+
+
+def numbered(number: str, text: str) -> bool:
+    """A chapter's title as the book shows it: '12 · Evaluation', 'Appendix 93: checkpoints and metrics'."""
+    return text.startswith(f"{number} · ") or text.startswith(f"Appendix {number}: ")
+
+
+def chapter_numbers(rel: str, report: dict) -> list[str]:
+    """The chapter's number (its file's, which the prose cites) in its title, and in every sidebar and
+    prev/next link to a chapter."""
+    problems = []
+    if (own := CHAPTER_FILE.search(rel)) and not numbered(
+        own.group(1), report["title"]
+    ):
+        problems.append(
+            f"{rel}: title {report['title']!r} without its number {own.group(1)}"
+        )
+    for href, text in report["navigation"]:
+        if (target := CHAPTER_FILE.search(href or "")) and not numbered(
+            target.group(1), text.removeprefix("previous ").removeprefix("next ")
+        ):
+            problems.append(
+                f"{rel}: a link to {href} reads {text!r}, without its number"
+            )
+    return problems
+
+
 def pages(book: Path) -> list[str]:
     skip = ("_static", "_sources", "_images", "_panels_static")
     return sorted(
@@ -187,6 +218,7 @@ def test_every_page_renders_offline_with_math_images_links_and_no_directives(
             )
         if "#|" in report["visible"]:
             problems.append(f"{rel}: an nbdev directive (#|) is visible")
+        problems += chapter_numbers(rel, report)
     assert len(reports) >= 15, f"only {len(reports)} pages built: {sorted(reports)}"
     assert sum(r["math"] for r in reports.values()) > 50, (
         "the book should show many formulas"
