@@ -3,24 +3,40 @@
 Builds the book into a temporary folder (the same command as `.ci/run`, warnings as errors), serves it on
 localhost, blocks every request that leaves this machine, and checks each page: every formula became
 MathJax output, every image loaded, every internal link and anchor resolves, no nbdev `#|` directive is
-visible, no console error. Also checks that the book's search answers offline, and saves screenshots of
-three pages to `_build/screenshots/`.
+visible, no console error. Also checks that the book's search answers offline.
+
+And what a reader sees, on every page, on a laptop (1280x800) and on a phone (390x844, touch): the code
+column holds the chapters' line length (pyproject.toml's ruff line-length, which the pages' CSS reads
+too), so at 1280 px no code line whose length is within it wraps and no code or output box scrolls
+sideways; on a phone at most 2 % of code lines scroll; the page is never wider than the phone; a display
+equation that scrolls shows that it does; every figure opens at full size. The chapter menu and the
+contents button open their panels on the phone, and printing a chapter keeps every line on the page.
+Screenshots of every page at both widths go to `_build/screenshots/`, with a printed chapter.
 
 Needs Debian's Chromium (`apt-get install chromium`; `.ci/run` installs it) and the `playwright` package
 (in requirements.txt); skips with that instruction where either is missing.
 """
 
 import re
+import time
+import tomllib
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-ROOT = Path(__file__).resolve().parents[1]
+import pytest
 
-SCREENSHOTS = [
-    "notebooks/02_attention.html",
-    "notebooks/08_transformer.html",
-    "notebooks/13_results.html",
-]
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+LAPTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+PRINTED = "notebooks/13_results.html"  # the chapter with the most long outputs
+
+
+def code_columns() -> int:
+    """The chapters' line length: ruff's line-length in pyproject.toml (88, ruff's default, if unset)."""
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return int(settings.get("tool", {}).get("ruff", {}).get("line-length", 88))
+
 
 # A formula left as TeX: a backslash command outside code, or $$ display delimiters.
 RAW_TEX = re.compile(
@@ -40,8 +56,130 @@ PAGE_REPORT = """() => {
     brokenImages: [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
     ids: [...document.querySelectorAll('[id]')].map(e => e.id),
+    title: (document.querySelector('article h1') || {textContent: ''}).textContent.replace(/#$/, '').trim(),
+    navigation: [...document.querySelectorAll('.bd-sidebar-primary a.reference, a.left-prev, a.right-next')]
+      .map(a => [a.getAttribute('href'), a.textContent.replace(/\\s+/g, ' ').trim()]),
   };
 }"""
+
+
+# What a reader sees of the page's width. For every visible `pre` (a folded cell has no box): its lines
+# (measured in the box's own font), those wider than the room of the box's first line (`wider`: they
+# wrap, or they scroll), those in a box that scrolls sideways (`scroll`), the characters of each wider line,
+# and whether a line of `columns` characters fits the box. Code is a `pre` outside an output.
+READER_VIEW = """(columns) => {
+  const visible = el => el.checkVisibility();  // not in a folded cell (a closed <details>)
+  const canvas = document.createElement('canvas').getContext('2d');
+  const measure = pre => {
+    const style = getComputedStyle(pre);
+    canvas.font = style.font;
+    const room = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)
+      - Math.min(0, parseFloat(style.textIndent) || 0);
+    const scrolls = pre.scrollWidth > pre.clientWidth + 1;
+    const lines = pre.textContent.replace(/\\n$/, '').split('\\n').map(l => l.replace(/\\t/g, '        '));
+    const wider = lines.filter(l => canvas.measureText(l).width > room + 0.5);
+    return {lines: lines.length, wider: wider.map(l => l.length), scroll: scrolls ? wider.length : 0,
+            columnFits: canvas.measureText('0'.repeat(columns)).width <= room + 0.5};
+  };
+  const pres = [...document.querySelectorAll('article pre')].filter(visible);
+  const output = pre => Boolean(pre.closest('.cell_output, .output'));
+  const sum = list => list.map(measure).reduce((a, m) => ({
+    lines: a.lines + m.lines, wider: a.wider.concat(m.wider), scroll: a.scroll + m.scroll,
+    boxes: a.boxes + 1, columnFits: a.columnFits + (m.columnFits ? 1 : 0)}),
+    {lines: 0, wider: [], scroll: 0, boxes: 0, columnFits: 0});
+  const equations = [...document.querySelectorAll('mjx-container[display="true"]')].filter(visible);
+  const cut = equations.filter(m => m.scrollWidth > m.clientWidth + 1);
+  const images = [...document.querySelectorAll('.cell_output img, figure img')]
+    .filter(i => visible(i) && !i.closest('.jupyter-widgets'));
+  return {
+    pageWidth: document.documentElement.scrollWidth,
+    columns: getComputedStyle(document.documentElement).getPropertyValue('--course-code-columns').trim(),
+    code: sum(pres.filter(p => !output(p))),
+    output: sum(pres.filter(output)),
+    equations: equations.length,
+    equationsCut: cut.length,
+    equationsCutWithoutCue: cut.filter(m => !getComputedStyle(m).backgroundImage.includes('gradient')).length,
+    images: images.length,
+    imagesWithoutFullSize: images.filter(i => !i.closest('a[href]')).length,
+  };
+}"""
+
+
+def open_page(context, url: str):
+    """Open url in a browser context with every request that leaves localhost refused -> (page, errors,
+    refused URLs), once loaded, idle and typeset (as conftest's `open_offline`, in a context of one's own:
+    a phone's, for instance)."""
+    page = context.new_page()
+    errors: list[str] = []
+    refused: list[str] = []
+
+    def only_localhost(route):
+        if urlsplit(route.request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("**/*", only_localhost)
+    page.goto(url, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    page.evaluate(
+        "() => (window.MathJax && MathJax.startup && MathJax.startup.promise) || null"
+    )
+    return page, errors, refused
+
+
+@pytest.fixture(scope="module")
+def laptop(chromium):
+    context = chromium.new_context(viewport=LAPTOP)
+    yield context
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def phone(chromium):
+    context = chromium.new_context(
+        viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2
+    )
+    yield context
+    context.close()
+
+
+def screenshot(page, rel: str, width: int) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{Path(rel).stem}-{width}.png"
+    page.screenshot(path=str(path), full_page=False)
+    assert path.stat().st_size > 5_000, f"{path} looks empty"
+
+
+CHAPTER_FILE = re.compile(r"(?:^|/)(\d\d)_[^/]*\.html")
+
+
+def numbered(number: str, text: str) -> bool:
+    """A chapter's title as the book shows it: '12 · Evaluation', 'Appendix 93: checkpoints and metrics'."""
+    return text.startswith(f"{number} · ") or text.startswith(f"Appendix {number}: ")
+
+
+def chapter_numbers(rel: str, report: dict) -> list[str]:
+    """The chapter's number (its file's, which the prose cites) in its title, and in every sidebar and
+    prev/next link to a chapter."""
+    problems = []
+    if (own := CHAPTER_FILE.search(rel)) and not numbered(
+        own.group(1), report["title"]
+    ):
+        problems.append(
+            f"{rel}: title {report['title']!r} without its number {own.group(1)}"
+        )
+    for href, text in report["navigation"]:
+        if (target := CHAPTER_FILE.search(href or "")) and not numbered(
+            target.group(1), text.removeprefix("previous ").removeprefix("next ")
+        ):
+            problems.append(
+                f"{rel}: a link to {href} reads {text!r}, without its number"
+            )
+    return problems
 
 
 def pages(book: Path) -> list[str]:
@@ -54,12 +192,14 @@ def pages(book: Path) -> list[str]:
 
 
 def test_every_page_renders_offline_with_math_images_links_and_no_directives(
-    built_book, book_site, open_offline
+    built_book, book_site, laptop
 ):
-    reports, problems = {}, []
+    reports, problems, views = {}, [], {}
     for rel in pages(built_book):
-        page, errors, _ = open_offline(book_site + rel)
+        page, errors, _ = open_page(laptop, book_site + rel)
         report = page.evaluate(PAGE_REPORT)
+        views[rel] = page.evaluate(READER_VIEW, code_columns())
+        screenshot(page, rel, LAPTOP["width"])
         page.close()
         reports[rel] = report
         if errors:
@@ -78,6 +218,7 @@ def test_every_page_renders_offline_with_math_images_links_and_no_directives(
             )
         if "#|" in report["visible"]:
             problems.append(f"{rel}: an nbdev directive (#|) is visible")
+        problems += chapter_numbers(rel, report)
     assert len(reports) >= 15, f"only {len(reports)} pages built: {sorted(reports)}"
     assert sum(r["math"] for r in reports.values()) > 50, (
         "the book should show many formulas"
@@ -103,6 +244,142 @@ def test_every_page_renders_offline_with_math_images_links_and_no_directives(
                     f"{rel}: link to a missing anchor {target}#{url.fragment}"
                 )
     assert not problems, "\n".join(problems)
+    check_laptop_column(views)
+
+
+def totals(views: dict) -> dict:
+    code_lines = sum(v["code"]["lines"] for v in views.values())
+    return {
+        "code lines": code_lines,
+        "code lines wider than their box": sum(
+            len(v["code"]["wider"]) for v in views.values()
+        ),
+        "code lines scrolling": sum(v["code"]["scroll"] for v in views.values()),
+        "output lines": sum(v["output"]["lines"] for v in views.values()),
+        "output lines wrapped": sum(len(v["output"]["wider"]) for v in views.values()),
+        "output lines cut": sum(v["output"]["scroll"] for v in views.values()),
+        "display equations scrolling": sum(v["equationsCut"] for v in views.values()),
+        "pages wider than the window": sum(
+            v["pageWidth"] > v["width"] for v in views.values()
+        ),
+    }
+
+
+def check_laptop_column(views: dict) -> None:
+    """At 1280x800: every code box holds the chapters' line length, so no code line within it wraps; no code
+    or output box scrolls sideways; the page is as wide as the window; every figure opens at full size."""
+    columns = code_columns()
+    problems = []
+    for rel, view in views.items():
+        view["width"] = LAPTOP["width"]
+        code, output = view["code"], view["output"]
+        if view["columns"] and int(view["columns"]) != columns:
+            problems.append(
+                f"{rel}: the page's CSS states {view['columns']} columns, ruff {columns}"
+            )
+        if code["columnFits"] < code["boxes"]:
+            problems.append(
+                f"{rel}: {code['boxes'] - code['columnFits']} code boxes narrower than {columns} columns"
+            )
+        if short := [n for n in code["wider"] if n <= columns]:
+            problems.append(
+                f"{rel}: {len(short)} code lines of <= {columns} characters wrap"
+            )
+        if code["scroll"] or output["scroll"]:
+            problems.append(
+                f"{rel}: {code['scroll']} code and {output['scroll']} output lines scroll sideways"
+            )
+        if view["pageWidth"] > LAPTOP["width"]:
+            problems.append(f"{rel}: {view['pageWidth']} px wide")
+        if view["imagesWithoutFullSize"]:
+            problems.append(
+                f"{rel}: {view['imagesWithoutFullSize']} figures do not open at full size"
+            )
+    print(f"\nat {LAPTOP['width']} px:", totals(views))
+    assert not problems, "\n".join(problems)
+
+
+def test_every_page_fits_a_phone(built_book, book_site, phone):
+    """At 390x844 (touch): no page wider than the window, at most 2 % of code lines scroll sideways and no
+    output line is cut (long lines wrap, with a hanging indent), every display equation that scrolls shows
+    that it does."""
+    start, views, problems = time.monotonic(), {}, []
+    for rel in pages(built_book):
+        page, errors, refused = open_page(phone, book_site + rel)
+        view = views[rel] = page.evaluate(READER_VIEW, code_columns())
+        view["width"] = PHONE["width"]
+        screenshot(page, rel, PHONE["width"])
+        page.close()
+        if view["pageWidth"] > PHONE["width"]:
+            problems.append(
+                f"{rel}: the page is {view['pageWidth']} px wide: it pans sideways"
+            )
+        if view["output"]["scroll"]:
+            problems.append(f"{rel}: {view['output']['scroll']} output lines cut")
+        if view["equationsCutWithoutCue"]:
+            problems.append(
+                f"{rel}: {view['equationsCutWithoutCue']} equations cut with no cue"
+            )
+        if errors or refused:
+            problems.append(
+                f"{rel}: console errors {errors[:3]}, requests out {refused[:3]}"
+            )
+    total = totals(views)
+    print(f"\nat {PHONE['width']} px ({time.monotonic() - start:.0f} s):", total)
+    assert total["code lines scrolling"] <= 0.02 * total["code lines"], total
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "kind, dialog",
+    [
+        ("primary", "#pst-primary-sidebar-modal"),
+        ("secondary", "#pst-secondary-sidebar-modal"),
+    ],
+)
+def test_the_menu_and_the_contents_open_on_a_phone(book_site, phone, kind, dialog):
+    """A tap on the chapter menu (the primary toggle) or the contents button (the secondary one) opens its
+    panel, with the chapters' or the page's links in it."""
+    page, errors, _ = open_page(phone, book_site + "notebooks/06_encoder.html")
+    button = page.locator(f".{kind}-toggle:visible")
+    assert button.count() == 1, f"{button.count()} visible .{kind}-toggle buttons"
+    assert not page.locator(f"{dialog}[open]").count()
+    button.tap()
+    page.wait_for_selector(f"{dialog}[open]", state="visible", timeout=5_000)
+    links = page.locator(f"{dialog} a:visible").count()
+    if kind == "primary":
+        screenshot(page, "menu-open", PHONE["width"])
+    page.close()
+    assert links >= 5, f"the {kind} panel opened with {links} links"
+    assert not errors, errors
+
+
+def test_printing_a_chapter_keeps_every_line_on_the_page(book_site, laptop):
+    """Chromium's print of a chapter: every code and output line inside an A4 page (print media, at the
+    width page.pdf lays an A4 page out with 1 cm margins)."""
+    page, _, _ = open_page(laptop, book_site + PRINTED)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    pdf = SCREENSHOTS / (Path(PRINTED).stem + ".pdf")
+    page.pdf(
+        path=str(pdf),
+        format="A4",
+        margin={k: "1cm" for k in ("top", "bottom", "left", "right")},
+    )
+    assert pdf.stat().st_size > 50_000
+    page.emulate_media(media="print")
+    page.set_viewport_size(
+        {"width": 718, "height": 1047}
+    )  # A4 less 2 cm, in CSS pixels
+    clipped = page.evaluate("""() => [...document.querySelectorAll('article pre')]
+        .filter(p => p.getClientRects().length)
+        .filter(p => p.scrollWidth > p.clientWidth + 1 || p.getBoundingClientRect().right > window.innerWidth)
+        .map(p => p.textContent.slice(0, 60))""")
+    boxes = page.locator("article pre").count()
+    page.close()
+    assert boxes > 50
+    assert not clipped, (
+        f"{len(clipped)} of {boxes} printed boxes lose their right edge, e.g. {clipped[0]!r}"
+    )
 
 
 def test_search_works_offline(book_site, open_offline):
@@ -112,14 +389,3 @@ def test_search_works_offline(book_site, open_offline):
     page.close()
     assert found >= 5, f"search for 'attention' found {found} pages"
     assert not errors, errors
-
-
-def test_screenshots_of_three_pages(book_site, open_offline):
-    folder = ROOT / "_build" / "screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
-    for rel in SCREENSHOTS:
-        page, _, _ = open_offline(book_site + rel)
-        path = folder / (Path(rel).stem + ".png")
-        page.screenshot(path=str(path), full_page=False)
-        page.close()
-        assert path.stat().st_size > 10_000, f"{path} looks empty"

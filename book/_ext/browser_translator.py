@@ -4,7 +4,8 @@ A page that holds a `<div class="course-translator" ...>` (chapters 14 and 15) g
 `_static/translator/translator.mjs`. At the end of an HTML build, each shipped model (`transformer.SHIPPED_MODELS`,
 read from models/) is exported with `transformer.export_onnx` into `_static/translator-models/<name>/`, and its
 `translator.json` gains the sizes the page downloads, so the box can say how big the download is. An export is
-skipped when the folder already holds one made from the same weights (`weights_sha256`).
+skipped when the folder already holds one made from the same weights (`weights_sha256`), and altogether when
+no page of the build holds the box (a book built from part of the table of contents).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def export_models(app, exception) -> None:
     from transformer.engine.onnx_export import export_onnx, weights_sha256
 
     static = Path(app.outdir) / "_static"
+    pages = [p for p in Path(app.outdir).rglob("*.html") if static not in p.parents]
+    if not any(MARKER in p.read_text(encoding="utf-8") for p in pages):
+        return
     runtime = sum((static / f).stat().st_size for f in RUNTIME)
     for name in SHIPPED_MODELS:
         out = static / "translator-models" / name
