@@ -268,3 +268,10 @@ def test_the_rule_says_not_distinguishable_with_the_interval_not_ruled_out():
 def test_the_rule_refuses_fewer_than_three_seeds():
     with pytest.raises(InputError, match="at least 3"):
         compare({("a", "b"): pairs_of([1.0, 2.0], [0.01, 0.01])})
+
+
+def test_the_rule_judges_a_score_without_sentences_by_the_seeds_alone():
+    shares = SeedPairs([0.3, 0.35, 0.4], [], 0.0, [0.3, 0.3, 0.3], [0.6, 0.65, 0.7])
+    (verdict,) = compare({("plain", "residual"): shares}, metric="of the loss")
+    assert verdict.p == pytest.approx(shares.seed_p) and verdict.better == "residual"
+    assert "+0.35 of the loss" in str(verdict)

@@ -307,6 +307,7 @@ class Verdict:
     p_holm: float  # p adjusted by Holm over the family it was judged in
     family: int  # how many comparisons that family holds
     level: float = LEVEL
+    metric: str = "BLEU"  # what the scores are, for the printed verdict
 
     @property
     def better(self) -> str | None:
@@ -320,7 +321,8 @@ class Verdict:
         (ma, sa), (mb, sb) = mean_sd(self.pairs.a_bleu), mean_sd(self.pairs.b_bleu)
         n = len(self.pairs.gaps)
         head = (
-            f"{self.b} - {self.a}: {self.pairs.mean_gap:+.2f} BLEU, {n} paired seeds "
+            f"{self.b} - {self.a}: {self.pairs.mean_gap:+.2f} {self.metric}, "
+            f"{n} paired seeds "
             f"(95 % interval {low:+.2f} to {high:+.2f}; {self.a} {ma:.2f} ± {sa:.2f}, "
             f"{self.b} {mb:.2f} ± {sb:.2f}); p = {self.p:.3f}, "
             f"Holm over {self.family}: {self.p_holm:.3f}"
@@ -334,12 +336,14 @@ class Verdict:
             )
         return (
             f"{head} -> not distinguishable at this budget: "
-            f"a gap from {low:+.1f} to {high:+.1f} BLEU is not ruled out"
+            f"a gap from {low:+.1f} to {high:+.1f} {self.metric} is not ruled out"
         )
 
 
 def compare(
-    family: dict[tuple[str, str], SeedPairs], level: float = LEVEL
+    family: dict[tuple[str, str], SeedPairs],
+    level: float = LEVEL,
+    metric: str = "BLEU",
 ) -> list[Verdict]:
     """The course's one rule for "does recipe b train better than recipe a?", applied
     to a family of comparisons {(a, b): SeedPairs} read together (a chapter's).
@@ -348,6 +352,8 @@ def compare(
     it ahead, every seed's paired test and the t-test over the seeds all say so (the
     comparison's p is the largest of theirs), and that p stays below `level` after
     Holm's correction over the family. Returns one `Verdict` per comparison, in order.
+    A score that is not BLEU (`metric` names it) has no paired test per seed: leave
+    `SeedPairs.p_values` empty and the t-test over the seeds decides alone.
     """
     for (a, b), pairs in family.items():
         n = len(pairs.gaps)
@@ -356,8 +362,8 @@ def compare(
                 f"{b} against {a}: {n} paired seeds with their scores; the rule needs "
                 f"at least {MIN_SEEDS} a side (train more seeds)"
             )
-    ps = [max(pairs.seed_p, *pairs.p_values) for pairs in family.values()]
+    ps = [max([pairs.seed_p, *pairs.p_values]) for pairs in family.values()]
     return [
-        Verdict(a, b, pairs, p, p_holm, len(family), level)
+        Verdict(a, b, pairs, p, p_holm, len(family), level, metric)
         for ((a, b), pairs), p, p_holm in zip(family.items(), ps, holm(ps))
     ]
