@@ -11,11 +11,17 @@ from transformer.engine.corpora import split_pairs_for
 from transformer.errors import InputError
 from transformer.stats import (
     SeedPairs,
+    bleu_of,
+    bleu_statistics,
+    compare,
     holm,
     mean_sd,
     paired_bleu_test,
+    paired_bootstrap,
     paired_over_seeds,
     permutation_p,
+    t_p_value,
+    t_quantile,
 )
 from transformer.evaluation import corpus_bleu, corpus_chrf, group_references
 from transformer.engine.config import DataConfig
@@ -201,3 +207,71 @@ def test_a_recipe_is_called_better_only_when_every_test_agrees(
     gaps, ps, seed_p, verdict
 ):
     assert SeedPairs(gaps, ps, 1.0).verdict(seed_p, "a", "b").startswith(verdict)
+
+
+@pytest.mark.parametrize(
+    "hyps",
+    [
+        [
+            f"a dog {i} stood near a mat" for i in range(60)
+        ],  # no 4-gram matches: smoothed
+        [f"the cat number {i} sat on a mat" for i in range(60)],
+        [f"the cat number {i} sat on the mat today and then left" for i in range(60)],
+    ],
+)
+def test_bleu_from_sufficient_statistics_is_sacrebleus_corpus_bleu(hyps):
+    totals = bleu_statistics(hyps, REFERENCES).sum(0)
+    expected = sacrebleu.corpus_bleu(hyps, [REFERENCES]).score
+    assert bleu_of(totals).item() == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_paired_bootstrap_is_two_sided_and_its_interval_surrounds_the_gap():
+    worse = [f"the cat number {i} sat on a mat" for i in range(60)]
+    a, b = bleu_statistics(worse, REFERENCES), bleu_statistics(REFERENCES, REFERENCES)
+    forward, backward = paired_bootstrap(a, b), paired_bootstrap(b, a)
+    assert forward.p_value == backward.p_value and forward.gap == -backward.gap
+    assert forward.low <= forward.gap <= forward.high
+    assert paired_bootstrap(a, a).p_value == 1.0  # no gap: no evidence at all
+
+
+@pytest.mark.parametrize(
+    "t, dof, p", [(4.303, 2, 0.05), (2.776, 4, 0.05), (1.0, 1, 0.5), (2.042, 30, 0.05)]
+)
+def test_the_t_distribution_matches_printed_tables(t, dof, p):
+    assert t_p_value(t, dof) == pytest.approx(p, abs=2e-4)
+    assert t_quantile(1 - p, dof) == pytest.approx(t, abs=2e-3)
+    assert t_p_value(0.0, dof) == pytest.approx(1.0)
+
+
+def pairs_of(gaps, ps):
+    return SeedPairs(gaps, ps, 1.0, [20.0] * len(gaps), [20.0 + g for g in gaps])
+
+
+def test_the_rule_corrects_for_the_family_it_is_given():
+    alone = pairs_of([1.0, 1.2, 1.1], [0.01, 0.01, 0.01])  # seeds' t-test p ~ 0.003
+    (verdict,) = compare({("a", "b"): alone})
+    assert verdict.better == "b" and "b better" in str(verdict)
+    weak = pairs_of([1.0, 1.2, 1.1], [0.03, 0.03, 0.03])  # p = 0.03 each
+    assert compare({("a", "b"): weak})[0].better == "b"  # alone, it passes
+    together = compare({("a", "b"): weak, ("a", "c"): weak})
+    assert [v.p_holm for v in together] == pytest.approx([0.06, 0.06])
+    assert all(v.better is None for v in together)
+
+
+def test_the_rule_says_not_distinguishable_with_the_interval_not_ruled_out():
+    (verdict,) = compare({("a", "b"): pairs_of([1.0, -0.5, 0.8], [0.01, 0.2, 0.02])})
+    low, high = verdict.pairs.interval()
+    assert verdict.better is None and low < 0 < high
+    assert f"a gap from {low:+.1f} to {high:+.1f} BLEU is not ruled out" in str(verdict)
+
+
+def test_the_rule_refuses_fewer_than_three_seeds():
+    with pytest.raises(InputError, match="at least 3"):
+        compare({("a", "b"): pairs_of([1.0, 2.0], [0.01, 0.01])})
+
+
+def test_the_rule_judges_a_score_without_sentences_by_the_seeds_alone():
+    shares = SeedPairs([0.3, 0.35, 0.4], [], 0.0, [0.3, 0.3, 0.3], [0.6, 0.65, 0.7])
+    (verdict,) = compare({("plain", "residual"): shares}, metric="of the loss")
+    assert verdict.p == pytest.approx(shares.seed_p) and verdict.better == "residual"
+    assert "+0.35 of the loss" in str(verdict)

@@ -7,8 +7,8 @@ Writes `<model>/analysis/head_ablation.json`: the baseline BLEU (every head on) 
 3 x N x h heads (encoder self-attention, decoder self-attention, cross-attention), the BLEU of the
 whole split and of its first 100 sentences with that head zeroed (`transformer.visualize.zeroed_head`),
 and the p-value of a paired bootstrap test of the whole split's translations against the baseline's
-on the same sentences (`transformer.stats.paired_bleu_test`, sacreBLEU's, seeded, 10,000
-resamples). The p-values are not corrected for the 3 x N x h comparisons: chapter 14 does that (Holm).
+on the same sentences (`transformer.stats.paired_bleu_test`: the paired bootstrap centred on the
+observed gap, whose p-values chapter 12 checks under a true null; seeded, 10,000 resamples). The p-values are not corrected for the 3 x N x h comparisons: chapter 14 does that (Holm).
 Chapter 14 loads the table and recomputes some of its first-100 numbers live. Greedy decoding, one
 thread: about 37 x 20 s for the shipped de-en model, plus a few minutes for the tests.
 """
@@ -77,7 +77,8 @@ def main() -> None:
         "decoding": "greedy (beam 1)",
         "what": "corpus BLEU (sacreBLEU 13a) with one attention head's output zeroed before W^O",
         "test": (
-            f"paired bootstrap (sacreBLEU, {RESAMPLES} resamples, seeded) of each row's "
+            f"paired bootstrap (transformer.stats.paired_bootstrap, centred on the "
+            f"observed gap, {RESAMPLES} resamples, seeded) of each row's "
             "translations against the baseline's on the same sentences; p_value is "
             "uncorrected for the number of heads"
         ),
