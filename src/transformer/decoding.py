@@ -260,21 +260,42 @@ def beam_search(
     early_stop: bool = True,
 ) -> list[list[Hypothesis]]:
     """Keep the `beam_size` most probable prefixes of every sentence: src (B, S) -> B
-    lists of n_best hypotheses.
+    lists of n_best hypotheses, best first. The door (its settings, the source, the
+    memory a beam will hold: transformer/checks.py), then the search."""
+    check_beam(model, src, beam_size, alpha, n_best)
+    limits = output_limits(
+        source_lengths(src, model.config.pad_id),
+        max_len_a,
+        max_len_b,
+        model.config.max_len,
+    )
+    longest = max(limits, default=1)
+    check_beam_fits(model, src.shape[0], src.shape[1], beam_size, longest, src.device)
+    return _beam_search(
+        model, src, beam_size, alpha, n_best, limits, use_cache, early_stop
+    )
+
+
+@torch.no_grad()
+def _beam_search(
+    model: Seq2SeqModel,
+    src: Tensor,
+    k: int,
+    alpha: float,
+    n_best: int,
+    limits: list[int],
+    use_cache: bool = True,
+    early_stop: bool = True,
+) -> list[list[Hypothesis]]:
+    """The search, on checked settings; `limits[i]`: sentence i's longest output.
 
     All B sentences x k beams run as one batch of B*k rows. A prefix that produces EOS
     is set aside as a finished hypothesis scored log P / lp(L) (GNMT length penalty,
     `alpha`); the open beams are refilled from the next best candidates. A sentence
     stops when its n_best finished hypotheses can no longer be beaten by an open beam
-    (`early_stop=False` skips that test), or at its length limit a * S_i + b. Hypotheses
-    come best first.
+    (`early_stop=False` skips that test), or at its length limit a * S_i + b.
     """
-    check_beam(model, src, beam_size, alpha, n_best)  # the door: transformer/checks.py
-    B, k, dev, c = src.shape[0], beam_size, src.device, model.config
-    limits = output_limits(
-        source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len
-    )
-    check_beam_fits(model, B, src.shape[1], k, max(limits, default=1), dev)
+    B, dev = src.shape[0], src.device
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]  # best first, k at most
     with evaluating(model):
         state = _start(model, src, use_cache)  # each source encoded once...
@@ -493,12 +514,10 @@ def _best_hypotheses(
     """The best hypothesis of each sentence of src (b, S), by greedy or beam search."""
     if beam_size == 1:
         return greedy_decode(model, src, max_len_a=max_len_a, max_len_b=max_len_b)
-    beams = beam_search(
-        model,
-        src,
-        beam_size=beam_size,
-        alpha=alpha,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
+    c = model.config
+    limits = output_limits(
+        source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len
     )
+    # translate's door has checked the settings and the memory of its widest batch
+    beams = _beam_search(model, src, beam_size, alpha, 1, limits)
     return [n[0] for n in beams]
