@@ -37,9 +37,9 @@ OVER_ONE_SITTING = {
     "engine.checkpoints": 693,
     "engine.config": 574,
     "engine.corpora": 648,
-    "decoding": 523,
+    "decoding": 531,
     "engine.cli": 453,
-    "engine.onnx_export": 438,
+    "engine.onnx_export": 442,
 }
 
 

@@ -2,8 +2,8 @@
 
 # %% auto #0
 __all__ = ['MAX_LEN_A', 'MAX_LEN_B', 'BATCH_SIZE', 'DEFAULT_DECODING', 'Hypothesis', 'output_limits', 'source_lengths',
-           'Seq2SeqModel', 'DecoderSteps', 'greedy_decode', 'length_penalty', 'beam_search', 'decoding_settings',
-           'length_batches', 'pad_rows', 'translate']
+           'Seq2SeqModel', 'DecoderSteps', 'greedy_decode', 'greedy_steps', 'length_penalty', 'beam_search',
+           'decoding_settings', 'length_batches', 'pad_rows', 'translate']
 
 # %% ../../notebooks/11_decoding.ipynb #dcbd5b11
 import json
@@ -203,36 +203,44 @@ def greedy_decode(
     the next token otherwise: chapter 18 samples it.
     """
     check_source(model, src)  # the door: transformer/checks.py
-    B = src.shape[0]
     c = model.config
-    limits = torch.tensor(
-        output_limits(source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len),
-        device=src.device,
-    )  # (B,)
-    # (b,): the sentence each live row belongs to
-    rows = torch.arange(B, device=src.device)
-    ys = torch.full((B, 1), BOS_ID, dtype=torch.long, device=src.device)  # (b, t): "$"
-    log_prob = torch.zeros(B, dtype=torch.float64, device=src.device)  # (b,)
-    out: list[Hypothesis | None] = [None] * B
+    limits = output_limits(
+        source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len
+    )
     with evaluating(model):
         state = _start(model, src, use_cache)
-        while len(rows):
-            logp = state.step(ys)  # (b, |V|)
-            # (b,): the most probable next token, or the one `pick` chose
-            token = logp.argmax(-1) if pick is None else pick(logp)
-            log_prob += logp.gather(-1, token[:, None])[:, 0].double()
-            ys = torch.cat([ys, token[:, None]], dim=1)  # (b, t + 1)
-            ended = token == EOS_ID
-            done = ended | (ys.shape[1] - 1 >= limits[rows])  # (b,)
-            for r in done.nonzero()[:, 0].tolist():
-                tokens, lp = ys[r, 1:].tolist(), float(log_prob[r])
-                out[int(rows[r])] = Hypothesis(
-                    tokens[:-1] if ended[r] else tokens, lp, lp, bool(ended[r])
-                )
-            if done.any():
-                keep = (~done).nonzero()[:, 0]  # (b',): the rows still decoding
-                rows, ys, log_prob = rows[keep], ys[keep], log_prob[keep]
-                state.select(keep)
+        return greedy_steps(state, torch.tensor(limits, device=src.device), pick)
+
+
+def greedy_steps(
+    state, limits: Tensor, pick: Callable[[Tensor], Tensor] | None = None
+) -> list[Hypothesis]:
+    """The greedy loop on a decoder state: `state.step(ys)` gives the log-probabilities
+    of the next token (b, |V|) after ys (b, t), `state.select(rows)` keeps those rows.
+    `DecoderSteps` is one such state; appendix 96's ONNX graphs are another.
+    `limits` (B,): each sentence's longest output, on the device of the tokens."""
+    B, dev = len(limits), limits.device
+    rows = torch.arange(B, device=dev)  # (b,): the sentence each live row belongs to
+    ys = torch.full((B, 1), BOS_ID, dtype=torch.long, device=dev)  # (b, t): "$"
+    log_prob = torch.zeros(B, dtype=torch.float64, device=dev)  # (b,)
+    out: list[Hypothesis | None] = [None] * B
+    while len(rows):
+        logp = state.step(ys)  # (b, |V|)
+        # (b,): the most probable next token, or the one `pick` chose
+        token = logp.argmax(-1) if pick is None else pick(logp)
+        log_prob += logp.gather(-1, token[:, None])[:, 0].double()
+        ys = torch.cat([ys, token[:, None]], dim=1)  # (b, t + 1)
+        ended = token == EOS_ID
+        done = ended | (ys.shape[1] - 1 >= limits[rows])  # (b,)
+        for r in done.nonzero()[:, 0].tolist():
+            tokens, lp = ys[r, 1:].tolist(), float(log_prob[r])
+            out[int(rows[r])] = Hypothesis(
+                tokens[:-1] if ended[r] else tokens, lp, lp, bool(ended[r])
+            )
+        if done.any():
+            keep = (~done).nonzero()[:, 0]  # (b',): the rows still decoding
+            rows, ys, log_prob = rows[keep], ys[keep], log_prob[keep]
+            state.select(keep)
     return out
 
 # %% ../../notebooks/11_decoding.ipynb #3cbb77e7

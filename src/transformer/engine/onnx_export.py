@@ -20,6 +20,7 @@ from transformer.decoding import (
     MAX_LEN_A,
     MAX_LEN_B,
     length_batches,
+    greedy_steps,
     output_limits,
     pad_rows,
 )
@@ -344,13 +345,28 @@ def _read_export(d: Path) -> dict:
     return meta
 
 
-class OnnxTranslator:
-    """Greedy translation with the ONNX files of `export_onnx`, run by onnxruntime: no
-    PyTorch in the loop.
+class _GraphSteps:
+    """The decoder state `greedy_steps` (chapter 11) steps, on the decoder graph: no
+    cache, so each step runs the whole target so far against the kept rows' memory."""
 
-    The same procedure as `greedy_decode`: encode once, then append the most probable
-    token until EOS or a * S + b tokens; sentences sorted by length and decoded
-    `batch_size` at a time; finished rows leave the batch.
+    def __init__(self, decoder, memory: np.ndarray, src: np.ndarray):
+        self.decoder, self.memory, self.src = decoder, memory, src
+
+    def step(self, ys: Tensor) -> Tensor:
+        """ys (b, t) -> log-probabilities of the next token (b, V)."""
+        feed = {"memory": self.memory, "src": self.src, "tgt": ys.numpy()}
+        scores, _ = self.decoder.run(None, feed)  # (b, V), cross-attention
+        return torch.from_numpy(scores).log_softmax(-1)
+
+    def select(self, rows: Tensor) -> None:
+        self.memory, self.src = self.memory[rows.numpy()], self.src[rows.numpy()]
+
+
+class OnnxTranslator:
+    """Greedy translation with the ONNX files of `export_onnx`, run by onnxruntime:
+    the network runs in the graphs, the loop is chapter 11's `greedy_steps` (encode
+    once, then append the most probable token until EOS or a * S + b tokens; finished
+    rows leave the batch); sentences sorted by length, `batch_size` at a time.
     """
 
     def __init__(self, directory: str | Path, threads: int = 1):
@@ -394,27 +410,15 @@ class OnnxTranslator:
         return self.decoder.run(None, {"memory": memory, "src": src, "tgt": ys})
 
     def greedy(self, src: np.ndarray) -> list[list[int]]:
-        """src (B, S) padded ids -> the B output id lists (EOS removed)."""
+        """src (B, S) padded ids -> the B output id lists (EOS removed): chapter 11's
+        `greedy_steps`, stepping the graphs."""
         m = self.meta
         (memory,) = self.encoder.run(None, {"src": src})  # (B, S, D)
         lengths = (src != m["pad_id"]).sum(-1).tolist()
         # (B,): EOS included
-        limits = np.array(
-            output_limits(lengths, m["max_len_a"], m["max_len_b"], m["max_len"])
-        )
-        rows = np.arange(len(src))  # the sentence each live row belongs to
-        ys = np.full((len(src), 1), m["bos_id"], dtype=np.int64)  # (b, t)
-        out: list[list[int]] = [[] for _ in rows]
-        while len(rows):
-            logits, _ = self.step(memory[rows], src[rows], ys)
-            token = logits.argmax(-1)  # (b,)
-            ys = np.concatenate([ys, token[:, None]], axis=1)
-            ended = token == m["eos_id"]
-            done = ended | (ys.shape[1] - 1 >= limits[rows])
-            for r in np.flatnonzero(done):
-                out[rows[r]] = ys[r, 1:-1].tolist() if ended[r] else ys[r, 1:].tolist()
-            rows, ys = rows[~done], ys[~done]
-        return out
+        limits = output_limits(lengths, m["max_len_a"], m["max_len_b"], m["max_len"])
+        steps = _GraphSteps(self.decoder, memory, src)
+        return [h.tokens for h in greedy_steps(steps, torch.tensor(limits))]
 
     def translate(self, sentences, batch_size: int = BATCH_SIZE) -> list[str]:
         """One output string per input sentence, in order (empty input, empty output).
