@@ -39,7 +39,6 @@ OVER_ONE_SITTING = {
     "engine.corpora": 648,
     "decoding": 531,
     "engine.cli": 453,
-    "engine.onnx_export": 442,
 }
 
 

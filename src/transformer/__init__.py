@@ -57,7 +57,8 @@ from transformer.engine.trainer import train
 from transformer.visualize import AttentionMaps, attention_maps, plot_attention
 from transformer.modern import RMSNorm, RotaryPositions, SwiGLU, modern_parts
 from transformer.attention_cost import kv_cache_bytes, tiled_attention
-from transformer.engine.onnx_export import OnnxTranslator, export_onnx
+from transformer.engine.onnx_export import export_onnx
+from transformer.engine.onnx_translator import OnnxTranslator
 from transformer.decoder_only import DecoderOnly, sample
 from transformer.engine.model_config import ModelConfig, build_model
 
