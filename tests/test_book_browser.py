@@ -389,3 +389,52 @@ def test_search_works_offline(book_site, open_offline):
     page.close()
     assert found >= 5, f"search for 'attention' found {found} pages"
     assert not errors, errors
+
+
+def test_a_page_loads_no_icon_script_and_its_icons_still_show(
+    built_book, book_site, chromium
+):
+    """pydata-sphinx-theme loads fontawesome.js (1.49 MB) on every page to turn its few `<i class="fa-…">`
+    icons into SVG; its stylesheet already draws them from the Font Awesome web fonts.
+    book/_templates/static/webpack-macros.html drops the script. Prints a first visit's bytes per page."""
+    context = chromium.new_context(
+        viewport=LAPTOP
+    )  # its own cache: a reader's first visit
+    try:
+        sizes: dict[str, int] = {}
+        context.on(
+            "requestfinished",
+            lambda r: sizes.__setitem__(
+                r.url.split("?")[0], r.sizes()["responseBodySize"]
+            ),
+        )
+        page, errors, _ = open_page(context, book_site + "book/intro.html")
+        icons = page.evaluate(
+            """() => [...document.querySelectorAll('i[class*="fa-"]')].filter(i => i.offsetParent !== null)
+                 .map(i => [i.className, getComputedStyle(i, '::before').content, i.getBoundingClientRect().width])"""
+        )
+        page.wait_for_function("document.fonts.status === 'loaded'")
+        fonts = page.evaluate(
+            "[...document.fonts].filter(f => f.family.includes('Font Awesome') && f.status === 'loaded').map(f => f.family)"
+        )
+    finally:
+        context.close()
+    heavy = sorted(((n, u.rsplit("/", 1)[1]) for u, n in sizes.items()), reverse=True)[
+        :4
+    ]
+    print(
+        f"\nbook/intro.html, first visit: {sum(sizes.values()) / 1e6:.2f} MB in {len(sizes)} files; "
+        "largest: " + ", ".join(f"{name} {n / 1e6:.2f} MB" for n, name in heavy)
+    )
+    assert not [u for u in sizes if u.endswith("fontawesome.js")], (
+        "the page loaded fontawesome.js"
+    )
+    assert icons, "no icon shown in the page's header"
+    blank = [
+        c
+        for c, content, width in icons
+        if content in ("none", "normal", '""') or width < 4
+    ]
+    assert not blank, f"icons drawn as nothing: {blank}"
+    assert fonts, "no Font Awesome web font was loaded to draw the icons"
+    assert not errors, errors

@@ -5,14 +5,26 @@ Forty sentences (twenty test sentences of each shipped model, among them the two
 into chapter 15's box; each translation must equal Python's greedy one exactly, the attention map must change
 with the sentence, and the page must log no error. Prints the page's extra download and the time to translate a
 fifteen-word sentence once the model is loaded. Needs Chromium and playwright, as tests/test_book_browser.py.
+
+Then the box as a reader first meets it, on a fresh page of chapter 15 on a 2x screen: nothing of the runtime is
+fetched before the first translation; Enter translates; a progress bar counts the bytes of the download; the time
+shown is the translation's alone; the map is drawn at the screen's pixel density with a labelled colour scale;
+Chinese is drawn with the font the book ships. And the odd inputs of a reader: an empty sentence clears the last
+map, a sentence longer than the model reads says that it was cut, a model switched while the first one loads never
+shows that one's translation, and a sentence starting with a byte-order mark (or other characters Python strips)
+translates as `transformer translate` translates it. Prints the download's bytes and the load and translation times.
 """
 
 import json
+import time
+from urllib.parse import urlsplit
 
+import pytest
 
 from transformer.engine.shipped import load_translator
 from transformer.engine.corpora import split_pairs_for
 from transformer.decoding import translate
+from transformer.engine.cli import read_input_lines
 
 PAGE = "notebooks/15_end_to_end.html"
 FIRST = {
@@ -119,3 +131,265 @@ def test_the_exported_models_in_the_book_are_those_of_models_dir(built_book):
         )
         assert meta["weights_sha256"] == weights_sha256(models_dir() / name)
         assert meta["download_bytes"]["model"] > 1_000_000
+
+
+# ---- the box as a reader first meets it ------------------------------------------------------------------
+
+# what only a translation needs (the box reads the models' small translator.json at once, for their sizes)
+RUNTIME_PATHS = (
+    "/_static/onnxruntime-web/",
+    "/_static/sentencepiece/",
+    ".onnx",
+    ".model",
+    "/_static/fonts/Noto",
+)
+SAMPLE_PROGRESS = """() => { window.progressSeen = []; const bar = document.querySelector('.ct-progress');
+  window.progressTimer = setInterval(() => { if (bar && bar.offsetParent !== null)
+    window.progressSeen.push([bar.value, bar.max, document.querySelector('.ct-progress-text').textContent]); }, 20); }"""
+
+
+def fresh_box(browser, url: str, scale: int = 1):
+    """A new page (its own cache) at url, every host but localhost refused -> (page, errors, requests)."""
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 900}, device_scale_factor=scale
+    )
+    page = context.new_page()
+    errors: list[str] = []
+    requests: list[str] = []
+
+    def only_localhost(route):
+        requests.append(route.request.url)
+        if urlsplit(route.request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            route.abort()
+
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("**/*", only_localhost)
+    page.goto(url, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    page.wait_for_selector(".course-translator[data-state=ready]")
+    return page, errors, requests
+
+
+def status_seconds(status: str) -> float:
+    return float(status.split("greedy, ")[1].split(" s")[0])
+
+
+@pytest.fixture(scope="module")
+def first_use(built_book, book_site, chromium):
+    """Chapter 15 opened on a 2x screen; the German sample translated by pressing Enter, then once more."""
+    page, errors, requests = fresh_box(chromium, book_site + PAGE, scale=2)
+    page.wait_for_timeout(500)
+    at_open = [u for u in requests if any(p in u for p in RUNTIME_PATHS)]
+    page.select_option(".ct-model", "multi30k-de-en")
+    page.evaluate(SAMPLE_PROGRESS)
+    page.evaluate("document.querySelector('.course-translator').dataset.state = 'busy'")
+    started = time.perf_counter()
+    page.press(".ct-input", "Enter")
+    page.wait_for_selector(DONE, timeout=30_000)
+    wall = time.perf_counter() - started
+    progress = page.evaluate(
+        "clearInterval(window.progressTimer) || window.progressSeen"
+    )
+    first = page.inner_text(".ct-status")
+    again = run_box(page, "multi30k-de-en", FIRST["multi30k-de-en"])
+    meta = json.loads(
+        (
+            built_book / "_static/translator-models/multi30k-de-en/translator.json"
+        ).read_text()
+    )
+    yield dict(
+        page=page,
+        errors=errors,
+        at_open=at_open,
+        wall=wall,
+        progress=progress,
+        first=first,
+        again=again["status"],
+        output=again["translation"],
+        meta=meta,
+    )
+    page.context.close()
+
+
+def test_the_runtime_and_the_model_are_fetched_on_first_use_not_on_page_open(first_use):
+    assert not first_use["at_open"], (
+        f"opening the page fetched {first_use['at_open']} before anyone translated"
+    )
+
+
+def test_enter_in_the_input_translates(first_use):
+    assert first_use["output"] == "A man is riding a bicycle."
+    assert "greedy" in first_use["first"], first_use["first"]
+
+
+def test_a_progress_bar_counts_the_bytes_of_the_first_download(first_use):
+    sizes = first_use["meta"]["download_bytes"]
+    seen = first_use["progress"]
+    assert seen, "no progress bar was visible while the model loaded"
+    assert {m for _, m, _ in seen} == {sizes["model"] + sizes["runtime"]}
+    assert any(0 < v < m for v, m, _ in seen), (
+        f"the bar never moved between 0 and full: {seen[:3]}…"
+    )
+    assert [v for v, _, _ in seen] == sorted(v for v, _, _ in seen), (
+        "the bar went backwards"
+    )
+    assert seen[-1][2].endswith(
+        f" of {(sizes['model'] + sizes['runtime']) / 1e6:.1f} MB"
+    ), seen[-1][2]
+
+
+def test_the_time_shown_is_the_translation_without_the_load(first_use):
+    first, again = (
+        status_seconds(first_use["first"]),
+        status_seconds(first_use["again"]),
+    )
+    assert first < 0.5 * first_use["wall"], (
+        f"the first translation reports {first} s of a {first_use['wall']:.1f} s wait: it counts the load"
+    )
+    load = float(first_use["first"].split("after ")[1].split(" s")[0])
+    print(
+        f"\nin-browser translator, first use on loopback: {first_use['wall']:.2f} s from Enter to the translation, "
+        f"of which {load:.2f} s loading the model and runtime; translating {first:.2f} s (again: {again:.2f} s)"
+    )
+    assert "after" not in first_use["again"], (
+        "a second translation has no load to report"
+    )
+
+
+def test_the_map_is_drawn_at_the_screens_pixel_density_with_a_labelled_colour_scale(
+    first_use,
+):
+    page = first_use["page"]
+    canvas = page.evaluate(
+        "() => { const c = document.querySelector('.ct-map'); return [c.width, parseFloat(c.style.width) || c.clientWidth]; }"
+    )
+    assert canvas[0] == round(2 * canvas[1]), (
+        f"canvas of {canvas[0]} px for {canvas[1]} CSS px on a 2x screen"
+    )
+    assert page.is_visible(".ct-scale")
+    scale = page.inner_text(".ct-scale")
+    assert "attention weight" in scale and "0" in scale and "1" in scale, scale
+
+
+def test_chinese_is_drawn_with_the_books_own_font(first_use):
+    """The output's glyphs come from the web font (a custom font for Chromium), not from the system's fonts."""
+    page = first_use["page"]
+    got = run_box(page, "tatoeba-en-zh", FIRST["tatoeba-en-zh"])
+    assert any("\u4e00" <= c <= "\u9fff" for c in got["translation"]), got
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    node = cdp.send(
+        "DOM.querySelector",
+        {
+            "nodeId": cdp.send("DOM.getDocument")["root"]["nodeId"],
+            "selector": ".ct-output",
+        },
+    )["nodeId"]
+    fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+    assert any(f["isCustomFont"] and "CJK" in f["familyName"] for f in fonts), fonts
+    assert page.evaluate("document.fonts.check('12px \"Course CJK\"', '猫')")
+
+
+def test_the_books_cjk_font_covers_the_chinese_models_vocabulary(built_book):
+    from fontTools.ttLib import TTFont
+
+    checkpoint = load_translator("tatoeba-en-zh")
+    vocab = checkpoint.tgt_tokenizer
+    pieces = [vocab.id_to_piece(i) for i in range(vocab.vocab_size)]
+    font = TTFont(built_book / "_static/fonts/NotoSansCJKsc-course-subset.otf")
+    covered = set(font.getBestCmap())
+    wanted = {ord(c) for p in pieces for c in p if ord(c) >= 0x2E80 and c != "\u2581"}
+    missing = sorted(chr(c) for c in wanted - covered)
+    assert not missing, (
+        f"{len(missing)} characters of the vocabulary have no glyph: {missing[:20]}"
+    )
+
+
+def test_an_empty_sentence_clears_the_last_map_and_a_later_menu_change_is_harmless(
+    first_use,
+):
+    page = first_use["page"]
+    run_box(page, "multi30k-de-en", FIRST["multi30k-de-en"])
+    assert page.is_visible(".ct-map")
+    got = run_box(page, "multi30k-de-en", "   ")
+    assert got["translation"] == ""
+    assert not page.is_visible(".ct-map") and not page.is_visible(".ct-controls")
+    before = len(first_use["errors"])
+    page.evaluate(
+        "for (const s of document.querySelectorAll('.ct-layer, .ct-head')) s.dispatchEvent(new Event('change'))"
+    )
+    page.wait_for_timeout(200)
+    assert first_use["errors"][before:] == []
+
+
+def test_a_sentence_longer_than_the_model_reads_says_it_was_cut(first_use):
+    page = first_use["page"]
+    sentence = " ".join([FIRST["multi30k-de-en"]] * 30)
+    checkpoint = load_translator("multi30k-de-en")
+    cuts = []
+    want = translate(
+        checkpoint, [sentence], beam_size=1, on_truncate=lambda *a: cuts.append(a)
+    )
+    got = run_box(page, "multi30k-de-en", sentence)
+    ((_, tokens, kept),) = cuts
+    assert (
+        f"has {tokens} tokens" in got["status"]
+        and f"only its first {kept}" in got["status"]
+    ), got["status"]
+    assert got["translation"] == want[0]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["\ufeff{}", "{}\x1f", "\x85{} "],
+    ids=["byte-order-mark", "unit-separator", "next-line"],
+)
+def test_a_sentence_translates_as_the_command_line_reads_it(first_use, raw):
+    page = first_use["page"]
+    sentence = raw.format(FIRST["multi30k-de-en"])
+    checkpoint = load_translator("multi30k-de-en")
+    lines = read_input_lines(
+        sentence.encode("utf-8")
+    )  # what `transformer translate < file` reads
+    want = translate(checkpoint, lines, beam_size=1)
+    got = run_box(page, "multi30k-de-en", sentence)
+    assert got["translation"] == want[0] == "A man is riding a bicycle."
+
+
+def test_switching_models_while_the_first_loads_never_shows_its_translation(
+    built_book, book_site, chromium
+):
+    page, errors, _ = fresh_box(chromium, book_site + PAGE)
+    try:
+        page.select_option(".ct-model", "multi30k-de-en")
+        page.click(".ct-go")
+        page.wait_for_function(
+            "document.querySelector('.ct-progress').value > 0", timeout=30_000
+        )
+        page.select_option(
+            ".ct-model", "tatoeba-en-zh"
+        )  # while the German model still loads
+        # until the German model has loaded (or, on a page that shows its answer, until that answer is there)
+        page.wait_for_function(
+            "document.querySelector('.ct-output').textContent !== '' || "
+            "performance.getEntriesByType('resource').some(e => e.name.endsWith('multi30k-de-en/decoder.onnx') && e.responseEnd > 0)",
+            timeout=60_000,
+        )
+        page.wait_for_timeout(
+            1500
+        )  # the sessions are made from the bytes, then the sentence is translated
+        assert page.inner_text(".ct-output") == "", (
+            f"{page.inner_text('.ct-output')!r} shown under {page.input_value('.ct-model')}"
+        )
+        assert page.input_value(".ct-model") == "tatoeba-en-zh"
+        got = run_box(page, "tatoeba-en-zh", FIRST["tatoeba-en-zh"])
+        assert (
+            got["status"].startswith("tatoeba-en-zh") and "en → zh" in got["status"]
+        ), got["status"]
+    finally:
+        page.context.close()
+    assert not errors, errors

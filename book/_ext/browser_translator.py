@@ -3,14 +3,21 @@
 A page that holds a `<div class="course-translator" ...>` (chapters 14 and 15) gets the module
 `_static/translator/translator.mjs`. At the end of an HTML build, each shipped model (`transformer.SHIPPED_MODELS`,
 read from models/) is exported with `transformer.export_onnx` into `_static/translator-models/<name>/`, and its
-`translator.json` gains the sizes the page downloads, so the box can say how big the download is. An export is
-skipped when the folder already holds one made from the same weights (`weights_sha256`), and altogether when
-no page of the build holds the box (a book built from part of the table of contents).
+`translator.json` gains the sizes the page downloads on the first translation (the model's files, and the
+runtime that the module imports only then), so the box can say how big the download is and show its progress.
+An export is skipped when the folder already holds one made from the same weights (`weights_sha256`), and
+altogether when no page of the build holds the box (a book built from part of the table of contents).
+
+The box draws Chinese with the font the package ships for its figures (`transformer/_fonts`, a subset of Noto
+Sans CJK SC that covers the English→Chinese model's vocabulary), copied with its licence into `_static/fonts/`,
+so Chinese reads where the reader's system has no CJK font.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from importlib.resources import files
 from pathlib import Path
 
 MARKER = 'class="course-translator"'
@@ -19,8 +26,8 @@ RUNTIME = [
     "onnxruntime-web/ort-wasm-simd-threaded.mjs",
     "onnxruntime-web/ort-wasm-simd-threaded.wasm",
     "sentencepiece/sentencepiece.mjs",
-    "translator/translator.mjs",
-]
+]  # what the box imports on its first translation (translator/translator.mjs itself comes with the page)
+FONT = "NotoSansCJKsc-course-subset.otf"
 MODEL_FILES = [
     "encoder.onnx",
     "decoder.onnx",
@@ -46,6 +53,10 @@ def export_models(app, exception) -> None:
     if not any(MARKER in p.read_text(encoding="utf-8") for p in pages):
         return
     runtime = sum((static / f).stat().st_size for f in RUNTIME)
+    fonts = files("transformer") / "_fonts"
+    (static / "fonts").mkdir(exist_ok=True)
+    for name in (FONT, "OFL.txt"):
+        shutil.copyfile(fonts / name, static / "fonts" / name)
     for name in SHIPPED_MODELS:
         out = static / "translator-models" / name
         meta_path = out / "translator.json"
