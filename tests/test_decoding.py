@@ -290,3 +290,14 @@ def test_decoding_in_the_middle_of_training_leaves_dropout_on(search):
     model = random_model(False, 0).train()
     search(model, random_source(0))
     assert all(m.training for m in model.modules())
+
+
+def test_a_leading_byte_order_mark_is_not_part_of_the_sentence():
+    """An editor's BOM is not text: translate reads the sentence without it, as the
+    command line and the book's translator box do."""
+    from transformer.engine.shipped import load_translator
+
+    checkpoint = load_translator("multi30k-de-en")
+    sentence = "Ein Mann fährt mit dem Fahrrad."
+    with_bom, plain = translate(checkpoint, ["\ufeff" + sentence, sentence])
+    assert with_bom == plain

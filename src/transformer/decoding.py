@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['MAX_LEN_A', 'MAX_LEN_B', 'BATCH_SIZE', 'DEFAULT_DECODING', 'Hypothesis', 'output_limits', 'source_lengths',
            'Seq2SeqModel', 'DecoderSteps', 'greedy_decode', 'greedy_steps', 'length_penalty', 'beam_search',
-           'decoding_settings', 'length_batches', 'pad_rows', 'translate']
+           'decoding_settings', 'length_batches', 'pad_rows', 'translate', 'clean']
 
 # %% ../../notebooks/11_decoding.ipynb #dcbd5b11
 import json
@@ -470,7 +470,7 @@ def translate(
     check_decoding(beam_size, alpha, model.config.tgt_vocab_size)
     device, limit = next(model.parameters()).device, model.config.max_len
     ids = _cut_to_fit(
-        checkpoint.src_tokenizer.encode_batch([s.strip() for s in sentences]),
+        checkpoint.src_tokenizer.encode_batch([clean(s) for s in sentences]),
         limit,
         on_truncate,
     )
@@ -489,6 +489,12 @@ def translate(
         for i, text in zip(chunk, texts):
             out[i] = text
     return out
+
+
+def clean(sentence: str) -> str:
+    """A sentence as every translator reads it: without a leading byte-order mark
+    (an editor's, not text) and without surrounding whitespace."""
+    return sentence.removeprefix("\ufeff").strip()
 
 
 def _cut_to_fit(

@@ -15,6 +15,7 @@ from torch import Tensor
 from ..checks import check_sentences
 from transformer.decoding import (
     BATCH_SIZE,
+    clean,
     greedy_steps,
     length_batches,
     output_limits,
@@ -175,8 +176,7 @@ class OnnxTranslator:
         sentences = check_sentences(sentences, batch_size)  # translate's door rules
         m = self.meta
         ids = [
-            x[: m["max_len"]]
-            for x in self.src_sp.encode([s.strip() for s in sentences])
+            x[: m["max_len"]] for x in self.src_sp.encode([clean(s) for s in sentences])
         ]
         out = [""] * len(ids)
         # as `translate` batches (chapter 11)
