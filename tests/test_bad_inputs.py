@@ -2077,3 +2077,76 @@ def test_a_run_killed_before_its_first_checkpoint_leaves_a_folder_a_new_run_can_
         result.step == 3
         and len([r for r in read_metrics(out) if r["kind"] == "step"]) == 3
     )
+
+
+# ---------------------------------------------------------------- third trial: a run folder never gets stuck
+
+
+def test_a_first_save_cut_short_leaves_a_folder_a_new_run_starts_over_in(
+    tmp_path, monkeypatch, capsys, course_data
+):
+    """A kill during the first checkpoint save leaves a temporary folder (and maybe a pointer to nothing):
+    `--resume` says "nothing to resume ... start without --resume", and that command then works."""
+    config = write_config(
+        tmp_path / "c.toml", tiny_config(tmp_path, optim__max_steps=2)
+    )
+    checkpoints = tmp_path / "out" / "checkpoints"
+    (checkpoints / ".step-00000002.tmp-abc123").mkdir(parents=True)
+    (checkpoints / ".step-00000002.tmp-abc123" / "model.safetensors").write_bytes(
+        b"half"
+    )
+    (checkpoints / "latest").write_text("step-00000002")
+    (tmp_path / "out" / "metrics.csv").write_text("kind,step\nstep,1\n")
+    status, out, err = run_main(
+        ["train", "--config", config, "--resume", "--no-progress"],
+        None,
+        capsys,
+        monkeypatch,
+    )
+    assert_one_line_error(status, out, err, "nothing to resume")
+    assert "start without --resume" in err
+    status, out, err = run_main(
+        ["train", "--config", config, "--no-progress"], None, capsys, monkeypatch
+    )
+    assert status == 0 and "done: step 2" in out, err
+    assert "held no finished checkpoint" in err and "Traceback" not in err
+    assert sorted(p.name for p in checkpoints.iterdir()) == [
+        "best",
+        "latest",
+        "step-00000002",
+    ]
+
+
+def test_a_sigkill_during_the_first_checkpoint_save_leaves_a_folder_one_command_continues(
+    tmp_path, course_data
+):
+    """A real SIGKILL in the middle of the first save (the weights written, the training state not): the command
+    the refusal names (here a new run: nothing was saved) then trains to the end."""
+    config = write_config(
+        tmp_path / "c.toml", tiny_config(tmp_path, optim__max_steps=2)
+    )
+    kill = (
+        "import os, signal, sys\n"
+        "import transformer.engine.checkpoints as c\n"
+        "c.save_training_state = lambda *a: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "from transformer.engine.cli import main\n"
+        f"sys.exit(main(['train', '--config', {str(config)!r}, '--no-progress']))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", kill], capture_output=True, timeout=120)
+    assert p.returncode == -signal.SIGKILL, p.stderr.decode()
+    assert [p.name[:15] for p in (tmp_path / "out" / "checkpoints").iterdir()] == [
+        ".step-00000002."
+    ]
+    for argv in (["--resume"], []):
+        p = cli_process(
+            ["train", "--config", config, "--no-progress", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        out, err = p.communicate(timeout=120)
+        if argv:
+            assert p.returncode == 2 and "start without --resume" in err.decode(), (
+                err.decode()
+            )
+        else:
+            assert p.returncode == 0 and "done: step 2" in out.decode(), err.decode()

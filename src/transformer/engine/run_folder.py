@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -187,7 +188,8 @@ def _check_run_files(out: Path) -> None:
 
 def _refuse_existing_run(out: Path, checkpoints: Path) -> None:
     """Refuse a new run into a folder that holds a saved run or files not a run's."""
-    # tokenizer/ and metrics.csv alone: never saved
+    # tokenizer/ and metrics.csv alone: never saved; so is a first save cut short
+    _clear_unfinished_save(checkpoints)
     saved = checkpoints.is_dir() and any(checkpoints.iterdir())
     held = [
         n for n in ("checkpoints", "tokenizer", "metrics.csv") if (out / n).exists()
@@ -209,6 +211,34 @@ def _refuse_existing_run(out: Path, checkpoints: Path) -> None:
             f"{where} already holds a run ({what}): pass --resume to continue it, "
             "or set another out_dir"
         )
+
+
+def _clear_unfinished_save(checkpoints: Path) -> None:
+    """Remove what a run killed during its first checkpoint save leaves (a temporary
+    .step-* folder, a pointer to no step-* folder) when no step-* folder is there: a
+    new run then starts over, as `--resume`'s "nothing to resume" tells it to."""
+    if not checkpoints.is_dir() or any(checkpoints.glob("step-*")):
+        return
+    left = [
+        p
+        for p in checkpoints.iterdir()
+        if p.name in ("latest", "best")
+        or re.fullmatch(r"\.(step-|latest|best).*", p.name)
+    ]
+    for p in left:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+    if left:
+        print(
+            f"warning: {checkpoints} held no finished checkpoint, only what a run "
+            f"stopped during its first save left ({', '.join(sorted(p.name for p in left))}): "
+            "removed, starting over",
+            file=sys.stderr,
+        )
+    if not any(checkpoints.iterdir()):
+        checkpoints.rmdir()
 
 
 def _resume_state(config: TrainConfig, previous: Path, info: DistInfo) -> dict:
