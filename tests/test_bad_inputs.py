@@ -2150,3 +2150,47 @@ def test_a_sigkill_during_the_first_checkpoint_save_leaves_a_folder_one_command_
             )
         else:
             assert p.returncode == 0 and "done: step 2" in out.decode(), err.decode()
+
+
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory, course_data) -> Path:
+    """configs/tiny.toml trained without a stop: what every resumed run must equal."""
+    from transformer.engine.trainer import train
+
+    work = tmp_path_factory.mktemp("straight")
+    train(TrainConfig.from_dict(tiny_config(work)))
+    return work / "out"
+
+
+def without_timings(run: Path) -> list[dict]:
+    return [
+        {k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")}
+        for r in read_metrics(run)
+    ]
+
+
+def assert_same_run(run: Path, straight: Path) -> None:
+    a, b = (load_file(str(latest(r) / "model.safetensors")) for r in (run, straight))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert without_timings(run) == without_timings(straight)
+
+
+def test_damaged_rows_of_metrics_csv_are_named_and_the_resume_equals_a_straight_run(
+    straight_run, tmp_path, monkeypatch, capsys
+):
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    train = ["train", "--config", config, "--no-progress"]
+    assert run_main(train + ["--max-steps", "5"], None, capsys, monkeypatch)[0] == 0
+    # what the interrupted run (or a full disk) left after step 5: garbage, a step that is not a
+    # number, NUL bytes, and last a row cut short
+    with open(tmp_path / "out" / "metrics.csv", "ab") as f:
+        f.write(
+            b"garbage,that,is,not,a,row\nstep,x,1,,,,,,,,,,,\n\0\0\0\0\nstep,6,1,4.21"
+        )
+    status, out, err = run_main(train + ["--resume"], None, capsys, monkeypatch)
+    assert status == 0, err
+    assert (
+        err.count("metrics.csv: line 8 and 3 more damaged") == 1
+        and "Traceback" not in err
+    ), err
+    assert_same_run(tmp_path / "out", straight_run)
