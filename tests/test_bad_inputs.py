@@ -12,6 +12,7 @@ The model is configs/tiny.toml, trained once for the module (seconds).
 """
 
 import importlib.util
+import errno
 import io
 import json
 import math
@@ -2194,3 +2195,78 @@ def test_damaged_rows_of_metrics_csv_are_named_and_the_resume_equals_a_straight_
         and "Traceback" not in err
     ), err
     assert_same_run(tmp_path / "out", straight_run)
+
+
+# ---------------------------------------------------------------- third trial: a full disk is one line
+
+
+def disk_full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device", "the-file-being-written")
+
+
+def test_a_full_disk_during_a_checkpoint_save_is_one_line_and_the_resume_equals_a_straight_run(
+    straight_run, tmp_path, monkeypatch, capsys
+):
+    import transformer.engine.checkpoints as checkpoints
+
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    train = ["train", "--config", config, "--no-progress"]
+    assert run_main(train + ["--max-steps", "3"], None, capsys, monkeypatch)[0] == 0
+    saved = listing(tmp_path / "out" / "checkpoints")
+    with monkeypatch.context() as m:
+        m.setattr(checkpoints, "save_training_state", disk_full)
+        status, out, err = run_main(train + ["--resume"], None, capsys, monkeypatch)
+    assert_one_line_error(
+        status,
+        out,
+        err,
+        "is full (No space left on device) while writing the-file-being-written: the "
+        "checkpoints written before are intact; free some space (or move out_dir), then "
+        "run the same command with --resume",
+    )
+    assert listing(tmp_path / "out" / "checkpoints") == saved
+    assert run_main(train + ["--resume"], None, capsys, monkeypatch)[0] == 0
+    assert_same_run(tmp_path / "out", straight_run)
+
+
+FULL_DISK_CASES = [  # (id, what fills the disk, command, phrase)
+    (
+        "the tokenizer at the start",
+        "transformer.tokenizer.atomic_write_bytes",
+        "train",
+        "no checkpoint was written yet, and what the run made is removed; free some "
+        "space (or set another out_dir), then start the run again without --resume",
+    ),
+    (
+        "a row of metrics.csv",
+        "transformer.engine.metrics.MetricsLog.log",
+        "train",
+        "then start the run again without --resume",
+    ),
+    (
+        "evaluate's translations",
+        "transformer.evaluation.atomic_write_bytes",
+        "evaluate",
+        "no file there was changed (each is written whole or not at all); free some "
+        "space, or give --out-dir on another disk, then run the same command again",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in FULL_DISK_CASES])
+def test_a_full_disk_is_one_line_that_says_what_is_safe_and_what_to_run(
+    case, tiny_run, tmp_path, monkeypatch, capsys
+):
+    _, target, command, phrase = next(c for c in FULL_DISK_CASES if c[0] == case)
+    monkeypatch.setattr(target, disk_full)
+    monkeypatch.chdir(tmp_path)
+    if command == "train":
+        config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+        argv = ["train", "--config", config, "--no-progress"]
+    else:
+        argv = ["evaluate", "--model", tiny_run, "--split", "val", "--limit", "2"]
+        argv += ["--out-dir", tmp_path / "eval"]
+    before = listing(tmp_path, tiny_run)
+    assert_one_line_error(*run_main(argv, None, capsys, monkeypatch), phrase)
+    after = listing(tmp_path, tiny_run)
+    assert {k: v for k, v in after.items() if "/eval" not in k} == before

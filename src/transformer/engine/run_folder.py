@@ -119,18 +119,19 @@ def run_folder(out: Path, info: DistInfo):
         yield
         return
     created = _make_run_folder(out)
-    had = {n for n in ("tokenizer", "metrics.csv") if (out / n).exists()}
+    had = {n for n in _MADE if (out / n).exists()}
     fd = None
     try:
         fd = _lock(out)
         yield
     except BaseException:
         # refused, a bug, or Ctrl-C before the first checkpoint: nothing half-made stays
-        if not (out / "checkpoints").exists():
+        # (a first save cut short by a full disk leaves an empty checkpoints/)
+        if not any((out / "checkpoints").glob("step-*")):
             made = (
                 [created]
                 if created is not None
-                else [out / n for n in ("tokenizer", "metrics.csv") if n not in had]
+                else [out / n for n in _MADE if n not in had]
             )
             for path in made:
                 if path.is_dir():
@@ -141,6 +142,10 @@ def run_folder(out: Path, info: DistInfo):
     finally:
         if fd is not None:
             os.close(fd)  # releases the lock
+
+
+# what a run makes in its out_dir before its first checkpoint is complete
+_MADE = ("tokenizer", "metrics.csv", "checkpoints")
 
 
 def previous_checkpoint(

@@ -25,6 +25,7 @@ from .config import NO_SPACES, DataConfig, TrainConfig
 from ..data import TokenBudgetBatchSampler, TranslationDataset, collate
 from ..files import atomic_write_bytes, atomic_write_text, read_regular_file
 from .corpora import split_pairs_for
+from .full_disk import after_a_full_disk, full_disk_is_one_line
 from ..errors import CheckpointError, ConfigError, NonFiniteLossError
 from transformer.engine.distributed import (
     DistInfo,
@@ -315,7 +316,8 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         created_group = True
     try:
-        return _train(config, resume, info, device)
+        with full_disk_is_one_line(config.out_dir, after_a_full_disk):
+            return _train(config, resume, info, device)
     finally:
         if created_group:
             dist.destroy_process_group()
@@ -574,15 +576,7 @@ def _open_log(
         tensorboard=config.tensorboard,
         mid_epoch=state.batch > 0,
     )
-    kept = (
-        "epoch",
-        "step",
-        "loss",
-        "valid_loss",
-        "valid_nll",
-        "valid_ppl",
-        "valid_acc",
-    )
+    kept = "epoch step loss valid_loss valid_nll valid_ppl valid_acc".split()
     history = [
         {k: r[k] for k in kept if k in r}
         for r in read_metrics(out)
