@@ -34,6 +34,7 @@ import transformer.engine.cli as cli
 import transformer.engine.trainer as train_module
 from transformer.engine.checkpoints import load_checkpoint, load_training_state
 from transformer.engine.config import TrainConfig
+from transformer.engine.digests import write_digests
 from transformer.engine.shipped import load_translator
 from transformer.errors import (
     CheckpointError,
@@ -95,6 +96,7 @@ def edit_weights(path: Path, change) -> None:
         metadata = f.metadata()
     tensors = load_file(str(path))
     save_file(change(tensors), str(path), metadata=metadata)
+    write_digests(path.parent)  # changed on purpose: the other checks must see it
 
 
 def with_value(name: str, value: float):
@@ -391,6 +393,50 @@ def latest_through_a_link(run: Path) -> None:
     shutil.copytree(latest(run), outside)
     (run / "checkpoints" / "elsewhere").symlink_to(outside, target_is_directory=True)
     (run / "checkpoints" / "latest").write_text("elsewhere")
+
+
+def flip_a_bit_of_a_weight(m: Path) -> None:
+    """The lowest bit of one float32 of the weights: a model that loads, and translates a little otherwise."""
+    w = m / "model.safetensors"
+    data = bytearray(w.read_bytes())
+    start = 8 + int.from_bytes(data[:8], "little")
+    at = len(data) - 100 - (len(data) - 100 - start) % 4
+    data[at] ^= 1
+    w.write_bytes(bytes(data))
+
+
+def change_a_tokenizer_piece(m: Path) -> None:
+    """One letter of one piece of the vocabulary: a tokenizer that loads, and cuts words otherwise."""
+    t = m / "tokenizer.model"
+    data = bytearray(t.read_bytes())
+    at = re.search(rb"\xe2\x96\x81[a-z]{3,}", bytes(data[1000:])).end() + 999
+    data[at] = 0x7F
+    t.write_bytes(bytes(data))
+
+
+MODEL_CASES += [  # third trial: what loads, damaged, without any other check seeing it
+    (
+        "one bit of the weights flipped",
+        flip_a_bit_of_a_weight,
+        "model.safetensors is damaged: its SHA-256 is not the one written into "
+        "SHA256SUMS when it was saved",
+    ),
+    (
+        "one letter of the tokenizer changed",
+        change_a_tokenizer_piece,
+        "tokenizer.model is damaged: its SHA-256 is not the one",
+    ),
+    (
+        "SHA256SUMS missing",
+        lambda m: (m / "SHA256SUMS").unlink(),
+        "SHA256SUMS is missing: ",
+    ),
+    (
+        "SHA256SUMS not digests",
+        lambda m: (m / "SHA256SUMS").write_text("hello  model.safetensors\n"),
+        "SHA256SUMS is damaged (not lines of a SHA-256 and a file name)",
+    ),
+]
 
 
 RUN_CASES = [  # damage done to a copy of the whole run folder
