@@ -2316,3 +2316,91 @@ def test_a_full_disk_is_one_line_that_says_what_is_safe_and_what_to_run(
     assert_one_line_error(*run_main(argv, None, capsys, monkeypatch), phrase)
     after = listing(tmp_path, tiny_run)
     assert {k: v for k, v in after.items() if "/eval" not in k} == before
+
+
+# ---------------------------------------------------------------- third trial: nothing written outside out_dir
+
+
+def linked_into_out(name: str):
+    """out/<name> a link to a folder of the user's, which holds a file of that kind."""
+
+    def setup(work: Path, run: Path) -> list:
+        mine = work / "my-files"
+        mine.mkdir()
+        (mine / "tokenizer.model").write_bytes(b"the user's own tokenizer")
+        (work / "out").mkdir()
+        (work / "out" / name).symlink_to(mine, target_is_directory=True)
+        return config_case()(work, run)
+
+    return setup
+
+
+TRAIN_CASES += [
+    (
+        "out_dir/tokenizer a link",
+        linked_into_out("tokenizer"),
+        "tokenizer is a link to",
+    ),
+    (
+        "out_dir/checkpoints a link",
+        linked_into_out("checkpoints"),
+        "a run writes only inside its out_dir",
+    ),
+]
+
+
+def test_an_out_dir_under_the_home_folder_is_written_there_and_reported_so(
+    tmp_path, monkeypatch, capsys, course_data
+):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    config = tiny_config(tmp_path, optim__max_steps=1)
+    config["out_dir"] = "~/x"
+    path = write_config(tmp_path / "c.toml", config)
+    status, out, err = run_main(
+        ["train", "--config", path, "--no-progress"], None, capsys, monkeypatch
+    )
+    assert status == 0, err
+    assert (
+        not (tmp_path / "~").exists()
+        and (tmp_path / "home" / "x" / "checkpoints").is_dir()
+    )
+    assert f"checkpoint {tmp_path / 'home' / 'x' / 'checkpoints'}" in out
+
+
+def test_after_a_nan_the_command_the_message_names_works(
+    tmp_path, monkeypatch, capsys, course_data
+):
+    from transformer.errors import NonFiniteLossError
+
+    monkeypatch.chdir(tmp_path)
+    config = write_config(
+        tmp_path / "c.toml", tiny_config(tmp_path, optim__max_steps=1)
+    )
+    train = ["train", "--config", config, "--no-progress"]
+    with monkeypatch.context() as m:
+        m.setattr(
+            train_module,
+            "train_step",
+            lambda *a, **k: (_ for _ in ()).throw(NonFiniteLossError("loss=nan")),
+        )
+        status, out, err = run_main(train, None, capsys, monkeypatch)
+    assert (
+        status == 3
+        and err.startswith("error: training stopped at step 1")
+        and "Traceback" not in err
+    ), err
+    command = re.search(r"start a new run with (--out-dir \S+)", err).group(1).split()
+    status, out, err = run_main(train + command, None, capsys, monkeypatch)
+    assert status == 0 and "done: step 1" in out, err
+
+
+def test_train_given_something_not_a_config_names_what_it_was_given():
+    from transformer.engine.trainer import train
+
+    for given in ({"out_dir": "runs/x"}, "configs/tiny.toml", None):
+        with pytest.raises(
+            InputError,
+            match=f"train\\(\\) was given a {type(given).__name__}, not a TrainConfig",
+        ):
+            train(given)
