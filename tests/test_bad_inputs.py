@@ -12,6 +12,7 @@ The model is configs/tiny.toml, trained once for the module (seconds).
 """
 
 import importlib.util
+import errno
 import io
 import json
 import math
@@ -33,6 +34,7 @@ import transformer.engine.cli as cli
 import transformer.engine.trainer as train_module
 from transformer.engine.checkpoints import load_checkpoint, load_training_state
 from transformer.engine.config import TrainConfig
+from transformer.engine.digests import write_digests
 from transformer.engine.shipped import load_translator
 from transformer.errors import (
     CheckpointError,
@@ -94,6 +96,7 @@ def edit_weights(path: Path, change) -> None:
         metadata = f.metadata()
     tensors = load_file(str(path))
     save_file(change(tensors), str(path), metadata=metadata)
+    write_digests(path.parent)  # changed on purpose: the other checks must see it
 
 
 def with_value(name: str, value: float):
@@ -390,6 +393,50 @@ def latest_through_a_link(run: Path) -> None:
     shutil.copytree(latest(run), outside)
     (run / "checkpoints" / "elsewhere").symlink_to(outside, target_is_directory=True)
     (run / "checkpoints" / "latest").write_text("elsewhere")
+
+
+def flip_a_bit_of_a_weight(m: Path) -> None:
+    """The lowest bit of one float32 of the weights: a model that loads, and translates a little otherwise."""
+    w = m / "model.safetensors"
+    data = bytearray(w.read_bytes())
+    start = 8 + int.from_bytes(data[:8], "little")
+    at = len(data) - 100 - (len(data) - 100 - start) % 4
+    data[at] ^= 1
+    w.write_bytes(bytes(data))
+
+
+def change_a_tokenizer_piece(m: Path) -> None:
+    """One letter of one piece of the vocabulary: a tokenizer that loads, and cuts words otherwise."""
+    t = m / "tokenizer.model"
+    data = bytearray(t.read_bytes())
+    at = re.search(rb"\xe2\x96\x81[a-z]{3,}", bytes(data[1000:])).end() + 999
+    data[at] = 0x7F
+    t.write_bytes(bytes(data))
+
+
+MODEL_CASES += [  # third trial: what loads, damaged, without any other check seeing it
+    (
+        "one bit of the weights flipped",
+        flip_a_bit_of_a_weight,
+        "model.safetensors is damaged: its SHA-256 is not the one written into "
+        "SHA256SUMS when it was saved",
+    ),
+    (
+        "one letter of the tokenizer changed",
+        change_a_tokenizer_piece,
+        "tokenizer.model is damaged: its SHA-256 is not the one",
+    ),
+    (
+        "SHA256SUMS missing",
+        lambda m: (m / "SHA256SUMS").unlink(),
+        "SHA256SUMS is missing: ",
+    ),
+    (
+        "SHA256SUMS not digests",
+        lambda m: (m / "SHA256SUMS").write_text("hello  model.safetensors\n"),
+        "SHA256SUMS is damaged (not lines of a SHA-256 and a file name)",
+    ),
+]
 
 
 RUN_CASES = [  # damage done to a copy of the whole run folder
@@ -2077,3 +2124,283 @@ def test_a_run_killed_before_its_first_checkpoint_leaves_a_folder_a_new_run_can_
         result.step == 3
         and len([r for r in read_metrics(out) if r["kind"] == "step"]) == 3
     )
+
+
+# ---------------------------------------------------------------- third trial: a run folder never gets stuck
+
+
+def test_a_first_save_cut_short_leaves_a_folder_a_new_run_starts_over_in(
+    tmp_path, monkeypatch, capsys, course_data
+):
+    """A kill during the first checkpoint save leaves a temporary folder (and maybe a pointer to nothing):
+    `--resume` says "nothing to resume ... start without --resume", and that command then works."""
+    config = write_config(
+        tmp_path / "c.toml", tiny_config(tmp_path, optim__max_steps=2)
+    )
+    checkpoints = tmp_path / "out" / "checkpoints"
+    (checkpoints / ".step-00000002.tmp-abc123").mkdir(parents=True)
+    (checkpoints / ".step-00000002.tmp-abc123" / "model.safetensors").write_bytes(
+        b"half"
+    )
+    (checkpoints / "latest").write_text("step-00000002")
+    (tmp_path / "out" / "metrics.csv").write_text("kind,step\nstep,1\n")
+    status, out, err = run_main(
+        ["train", "--config", config, "--resume", "--no-progress"],
+        None,
+        capsys,
+        monkeypatch,
+    )
+    assert_one_line_error(status, out, err, "nothing to resume")
+    assert "start without --resume" in err
+    status, out, err = run_main(
+        ["train", "--config", config, "--no-progress"], None, capsys, monkeypatch
+    )
+    assert status == 0 and "done: step 2" in out, err
+    assert "held no finished checkpoint" in err and "Traceback" not in err
+    assert sorted(p.name for p in checkpoints.iterdir()) == [
+        "best",
+        "latest",
+        "step-00000002",
+    ]
+
+
+def test_a_sigkill_during_the_first_checkpoint_save_leaves_a_folder_one_command_continues(
+    tmp_path, course_data
+):
+    """A real SIGKILL in the middle of the first save (the weights written, the training state not): the command
+    the refusal names (here a new run: nothing was saved) then trains to the end."""
+    config = write_config(
+        tmp_path / "c.toml", tiny_config(tmp_path, optim__max_steps=2)
+    )
+    kill = (
+        "import os, signal, sys\n"
+        "import transformer.engine.checkpoints as c\n"
+        "c.save_training_state = lambda *a: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "from transformer.engine.cli import main\n"
+        f"sys.exit(main(['train', '--config', {str(config)!r}, '--no-progress']))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", kill], capture_output=True, timeout=120)
+    assert p.returncode == -signal.SIGKILL, p.stderr.decode()
+    assert [p.name[:15] for p in (tmp_path / "out" / "checkpoints").iterdir()] == [
+        ".step-00000002."
+    ]
+    for argv in (["--resume"], []):
+        p = cli_process(
+            ["train", "--config", config, "--no-progress", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        out, err = p.communicate(timeout=120)
+        if argv:
+            assert p.returncode == 2 and "start without --resume" in err.decode(), (
+                err.decode()
+            )
+        else:
+            assert p.returncode == 0 and "done: step 2" in out.decode(), err.decode()
+
+
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory, course_data) -> Path:
+    """configs/tiny.toml trained without a stop: what every resumed run must equal."""
+    from transformer.engine.trainer import train
+
+    work = tmp_path_factory.mktemp("straight")
+    train(TrainConfig.from_dict(tiny_config(work)))
+    return work / "out"
+
+
+def without_timings(run: Path) -> list[dict]:
+    return [
+        {k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")}
+        for r in read_metrics(run)
+    ]
+
+
+def assert_same_run(run: Path, straight: Path) -> None:
+    a, b = (load_file(str(latest(r) / "model.safetensors")) for r in (run, straight))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert without_timings(run) == without_timings(straight)
+
+
+def test_damaged_rows_of_metrics_csv_are_named_and_the_resume_equals_a_straight_run(
+    straight_run, tmp_path, monkeypatch, capsys
+):
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    train = ["train", "--config", config, "--no-progress"]
+    assert run_main(train + ["--max-steps", "5"], None, capsys, monkeypatch)[0] == 0
+    # what the interrupted run (or a full disk) left after step 5: garbage, a step that is not a
+    # number, NUL bytes, and last a row cut short
+    with open(tmp_path / "out" / "metrics.csv", "ab") as f:
+        f.write(
+            b"garbage,that,is,not,a,row\nstep,x,1,,,,,,,,,,,\n\0\0\0\0\nstep,6,1,4.21"
+        )
+    status, out, err = run_main(train + ["--resume"], None, capsys, monkeypatch)
+    assert status == 0, err
+    assert (
+        err.count("metrics.csv: line 8 and 3 more damaged") == 1
+        and "Traceback" not in err
+    ), err
+    assert_same_run(tmp_path / "out", straight_run)
+
+
+# ---------------------------------------------------------------- third trial: a full disk is one line
+
+
+def disk_full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device", "the-file-being-written")
+
+
+def test_a_full_disk_during_a_checkpoint_save_is_one_line_and_the_resume_equals_a_straight_run(
+    straight_run, tmp_path, monkeypatch, capsys
+):
+    import transformer.engine.checkpoints as checkpoints
+
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    train = ["train", "--config", config, "--no-progress"]
+    assert run_main(train + ["--max-steps", "3"], None, capsys, monkeypatch)[0] == 0
+    saved = listing(tmp_path / "out" / "checkpoints")
+    with monkeypatch.context() as m:
+        m.setattr(checkpoints, "save_training_state", disk_full)
+        status, out, err = run_main(train + ["--resume"], None, capsys, monkeypatch)
+    assert_one_line_error(
+        status,
+        out,
+        err,
+        "is full (No space left on device) while writing the-file-being-written: the "
+        "checkpoints written before are intact; free some space (or move out_dir), then "
+        "run the same command with --resume",
+    )
+    assert listing(tmp_path / "out" / "checkpoints") == saved
+    assert run_main(train + ["--resume"], None, capsys, monkeypatch)[0] == 0
+    assert_same_run(tmp_path / "out", straight_run)
+
+
+FULL_DISK_CASES = [  # (id, what fills the disk, command, phrase)
+    (
+        "the tokenizer at the start",
+        "transformer.tokenizer.atomic_write_bytes",
+        "train",
+        "no checkpoint was written yet, and what the run made is removed; free some "
+        "space (or set another out_dir), then start the run again without --resume",
+    ),
+    (
+        "a row of metrics.csv",
+        "transformer.engine.metrics.MetricsLog.log",
+        "train",
+        "then start the run again without --resume",
+    ),
+    (
+        "evaluate's translations",
+        "transformer.evaluation.atomic_write_bytes",
+        "evaluate",
+        "no file there was changed (each is written whole or not at all); free some "
+        "space, or give --out-dir on another disk, then run the same command again",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in FULL_DISK_CASES])
+def test_a_full_disk_is_one_line_that_says_what_is_safe_and_what_to_run(
+    case, tiny_run, tmp_path, monkeypatch, capsys
+):
+    _, target, command, phrase = next(c for c in FULL_DISK_CASES if c[0] == case)
+    monkeypatch.setattr(target, disk_full)
+    monkeypatch.chdir(tmp_path)
+    if command == "train":
+        config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+        argv = ["train", "--config", config, "--no-progress"]
+    else:
+        argv = ["evaluate", "--model", tiny_run, "--split", "val", "--limit", "2"]
+        argv += ["--out-dir", tmp_path / "eval"]
+    before = listing(tmp_path, tiny_run)
+    assert_one_line_error(*run_main(argv, None, capsys, monkeypatch), phrase)
+    after = listing(tmp_path, tiny_run)
+    assert {k: v for k, v in after.items() if "/eval" not in k} == before
+
+
+# ---------------------------------------------------------------- third trial: nothing written outside out_dir
+
+
+def linked_into_out(name: str):
+    """out/<name> a link to a folder of the user's, which holds a file of that kind."""
+
+    def setup(work: Path, run: Path) -> list:
+        mine = work / "my-files"
+        mine.mkdir()
+        (mine / "tokenizer.model").write_bytes(b"the user's own tokenizer")
+        (work / "out").mkdir()
+        (work / "out" / name).symlink_to(mine, target_is_directory=True)
+        return config_case()(work, run)
+
+    return setup
+
+
+TRAIN_CASES += [
+    (
+        "out_dir/tokenizer a link",
+        linked_into_out("tokenizer"),
+        "tokenizer is a link to",
+    ),
+    (
+        "out_dir/checkpoints a link",
+        linked_into_out("checkpoints"),
+        "a run writes only inside its out_dir",
+    ),
+]
+
+
+def test_an_out_dir_under_the_home_folder_is_written_there_and_reported_so(
+    tmp_path, monkeypatch, capsys, course_data
+):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    config = tiny_config(tmp_path, optim__max_steps=1)
+    config["out_dir"] = "~/x"
+    path = write_config(tmp_path / "c.toml", config)
+    status, out, err = run_main(
+        ["train", "--config", path, "--no-progress"], None, capsys, monkeypatch
+    )
+    assert status == 0, err
+    assert (
+        not (tmp_path / "~").exists()
+        and (tmp_path / "home" / "x" / "checkpoints").is_dir()
+    )
+    assert f"checkpoint {tmp_path / 'home' / 'x' / 'checkpoints'}" in out
+
+
+def test_after_a_nan_the_command_the_message_names_works(
+    tmp_path, monkeypatch, capsys, course_data
+):
+    from transformer.errors import NonFiniteLossError
+
+    monkeypatch.chdir(tmp_path)
+    config = write_config(
+        tmp_path / "c.toml", tiny_config(tmp_path, optim__max_steps=1)
+    )
+    train = ["train", "--config", config, "--no-progress"]
+    with monkeypatch.context() as m:
+        m.setattr(
+            train_module,
+            "train_step",
+            lambda *a, **k: (_ for _ in ()).throw(NonFiniteLossError("loss=nan")),
+        )
+        status, out, err = run_main(train, None, capsys, monkeypatch)
+    assert (
+        status == 3
+        and err.startswith("error: training stopped at step 1")
+        and "Traceback" not in err
+    ), err
+    command = re.search(r"start a new run with (--out-dir \S+)", err).group(1).split()
+    status, out, err = run_main(train + command, None, capsys, monkeypatch)
+    assert status == 0 and "done: step 1" in out, err
+
+
+def test_train_given_something_not_a_config_names_what_it_was_given():
+    from transformer.engine.trainer import train
+
+    for given in ({"out_dir": "runs/x"}, "configs/tiny.toml", None):
+        with pytest.raises(
+            InputError,
+            match=f"train\\(\\) was given a {type(given).__name__}, not a TrainConfig",
+        ):
+            train(given)

@@ -124,7 +124,7 @@ def test_the_shipped_models_carry_the_config_they_were_saved_with():
         with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
             saved = json.loads(f.metadata()["model_config"])
         written = json.loads((folder / "model_config.json").read_text())
-        assert next(iter(written)) == "format" and written.pop("format") == 1, name
+        assert next(iter(written)) == "format" and written.pop("format") == 2, name
         assert ModelConfig(**saved) == ModelConfig(**written), name
 
 
@@ -154,12 +154,12 @@ def test_model_config_json_says_its_format_and_a_later_format_is_refused_in_one_
 ):
     path = modern_folder / "model_config.json"
     written = json.loads(path.read_text())
-    assert written["format"] == 1  # written by save_model_files
+    assert written["format"] == 2  # written by save_model_files
     del written["format"]  # as every folder saved before the format was written
     path.write_text(json.dumps(written))
     with pytest.raises(CheckpointError, match='does not say its "format"'):
         load_checkpoint(modern_folder)
-    for version in (2, "1", 0):
+    for version in (3, "1", 0):
         path.write_text(json.dumps({**written, "format": version}))
-        with pytest.raises(CheckpointError, match="in format .* reads formats 1 to 1"):
+        with pytest.raises(CheckpointError, match="in format .* reads formats 1 to 2"):
             load_checkpoint(modern_folder)

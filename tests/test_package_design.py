@@ -33,12 +33,12 @@ LONGEST_MODULE = 400  # lines: a module a reader can hold in one sitting (STYLE.
 # Modules still over it, each at most its length today: the list only shrinks, and a
 # module in it may not grow (the redesign splits them: two ideas each).
 OVER_ONE_SITTING = {
-    "engine.trainer": 729,
+    "engine.trainer": 723,
     "engine.checkpoints": 693,
     "engine.config": 574,
     "engine.corpora": 648,
     "decoding": 531,
-    "engine.cli": 453,
+    "engine.cli": 451,
 }
 
 

@@ -124,6 +124,7 @@ def test_a_checkpoint_holds_weights_configs_tokenizer_and_state_and_loads_withou
         "tokenizer.model",
         "training_state.json",
         "training_state.safetensors",
+        "SHA256SUMS",  # the digests of the weights and the tokenizer
     }
 
     def refuse(*args, **kwargs):

@@ -47,6 +47,7 @@ def main() -> None:
     import torch
 
     from transformer.engine.checkpoints import save_model_files
+    from transformer.engine.digests import write_digests
     from transformer.engine.corpora import load_multi30k
     from transformer.data import TokenBudgetBatchSampler, TranslationDataset, collate
     from transformer.engine.model_config import ModelConfig, build_model
@@ -108,6 +109,7 @@ def main() -> None:
     with atomic_folder(OUT, replace=True) as folder:
         save_model_files(model, folder)
         tok.save(folder / "tokenizer.model")
+        write_digests(folder)  # the weights and the tokenizer beside them
         info = {
             "what": __doc__.split("\n\n")[0],
             "steps": total,

@@ -35,6 +35,7 @@ from transformer.errors import InputError, TransformerError
 from transformer.averaging import average_weights
 from transformer.files import atomic_folder
 from transformer.engine.checkpoints import Checkpoint, load_checkpoint, save_model_files
+from transformer.engine.digests import write_digests
 from transformer.evaluation import evaluate_checkpoint
 
 
@@ -187,6 +188,7 @@ WRITTEN = (
     "selection.json",
     "averaged_checkpoints.json",
     "decoding.json",
+    "SHA256SUMS",
 )
 
 
@@ -223,6 +225,7 @@ def _write_model(
     for name in COPIED:
         if (ckpt.path / name).is_file():
             shutil.copyfile(ckpt.path / name, tmp / name)
+    write_digests(tmp)  # the weights and the tokenizer(s) copied in beside them
     shutil.copyfile(run / "metrics.csv", tmp / "metrics.csv")
     if (
         run / "selection.json"

@@ -28,11 +28,8 @@ from transformer.errors import (
     ConfigError,
     InputError,
 )
-from transformer.files import (
-    atomic_folder,
-    check_regular_file,
-    read_regular_file,
-)
+from ..files import atomic_folder, check_regular_file, read_regular_file
+from .digests import check_digests, write_digests
 from ..memory import check_device, check_fits
 from .model_config import ModelConfig, build_model, model_bytes
 from ..tokenizer import Tokenizer
@@ -190,6 +187,10 @@ def checkpoint_problem(directory: Path) -> str | None:
         load_tokenizers(directory)
     except CheckpointError as e:
         return f"tokenizer: {e}"
+    try:  # a flipped bit in the weights or a tokenizer
+        check_digests(directory)
+    except CheckpointError as e:
+        return f"SHA256SUMS: {e}"
     return None
 
 
@@ -236,7 +237,7 @@ def resumable_checkpoint(checkpoints: Path) -> Path | None:
 
 # model_config.json's layout: a package that changes the layout raises the number, and
 # reads every earlier one
-MODEL_FORMAT = 1
+MODEL_FORMAT = 2  # 2: SHA256SUMS beside the weights (engine.digests)
 
 
 def _built_from_its_config(model: nn.Module) -> bool:
@@ -271,6 +272,7 @@ def save_model_files(model: nn.Module, folder: Path) -> None:
     )
     written = {"format": MODEL_FORMAT, **model.config.to_dict()}
     (folder / "model_config.json").write_text(json.dumps(written, indent=2))
+    write_digests(folder)  # again by a caller that adds a tokenizer
 
 
 def save_checkpoint(
@@ -298,6 +300,7 @@ def save_checkpoint(
         for name, path in tokenizer_files.items():
             shutil.copyfile(path, tmp / name)
         save_training_state(state, tmp)
+        write_digests(tmp)
     return directory
 
 
@@ -420,12 +423,7 @@ def read_train_config(directory: Path) -> TrainConfig:
         ) from None
 
 
-_FLOAT_DTYPES = (
-    "F16",
-    "BF16",
-    "F32",
-    "F64",
-)  # safetensors' names: a model's weights are one of these
+_FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")  # safetensors' names of float types
 
 
 def _stored_tensors(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -688,6 +686,7 @@ def load_checkpoint(
     _check_config_is_the_saved_one(directory, model_config, train_config, device)
     model = build_model(model_config)
     load_weights(model, directory / "model.safetensors", device)
+    check_digests(directory)  # last: the other checks say more about what is wrong
     return Checkpoint(
         model.to(device).eval(), src_tok, tgt_tok, train_config, directory
     )

@@ -16,11 +16,8 @@ from .shipped import SHIPPED_MODELS, load_translator
 from ..decoding import BATCH_SIZE, MAX_LEN_A, MAX_LEN_B, translate
 from .distributed import select_device
 from .onnx_export import export_onnx
-from transformer.errors import (
-    CommandError,
-    NonFiniteLossError,
-    TransformerError,
-)
+from ..errors import CommandError, NonFiniteLossError, TransformerError
+from .full_disk import after_a_full_evaluation, full_disk_is_one_line
 from .trainer import train
 
 # %% ../../../notebooks/97_command_line.ipynb #c9c1d6a8
@@ -214,15 +211,16 @@ def _run_evaluate(args) -> int:
         )
     ckpt = _load(args.model, args.device)
     out_dir = args.out_dir or Path("evaluation") / Path(args.model).name
-    report = evaluate_checkpoint(
-        ckpt,
-        args.split,
-        beam_size=args.beam,
-        alpha=args.alpha,
-        batch_size=args.batch_size,
-        out_dir=out_dir,
-        limit=args.limit,
-    )
+    with full_disk_is_one_line(out_dir, after_a_full_evaluation):
+        report = evaluate_checkpoint(
+            ckpt,
+            args.split,
+            beam_size=args.beam,
+            alpha=args.alpha,
+            batch_size=args.batch_size,
+            out_dir=out_dir,
+            limit=args.limit,
+        )
     _say(
         f"{args.model} on {args.split}: {report['sentences']} sentences, "
         f"beam {report['beam_size']}, alpha {report['alpha']}, {report['seconds']} s"

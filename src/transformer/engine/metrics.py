@@ -6,6 +6,8 @@ __all__ = ['MetricsLog', 'read_metrics']
 # %% ../../../notebooks/93_checkpoints.ipynb #7e791550
 import csv
 import io
+import math
+import sys
 from pathlib import Path
 
 from ..files import atomic_write_text
@@ -93,8 +95,45 @@ class MetricsLog:
 
 
 def _rows(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    """The rows of a metrics.csv as text, each checked: of the header's width, its
+    kind "step" or "epoch", its step a whole number, every other cell empty or a
+    number. A damaged row (cut short by a full disk, garbage, a NUL byte) is left out
+    and named in one warning line: the rows after a checkpoint's step are dropped on
+    resume anyway, and the others are worth more than a run that will not continue."""
+    rows, bad = [], []
+    with open(path, "rb") as f:
+        lines = [b.decode("utf-8", "replace").rstrip("\r\n") for b in f]
+    header = lines[0].split(",") if lines and lines[0].startswith("kind,step") else None
+    for number, line in enumerate(
+        lines[1:] if header else lines, start=2 if header else 1
+    ):
+        values = next(csv.reader([line.replace("\0", "\ufffd")]), [])
+        row = dict(zip(header or MetricsLog.FIELDS, values))
+        if len(values) != len(header or MetricsLog.FIELDS) or not _sound(row):
+            bad.append(number)
+        else:
+            rows.append(row)
+    if bad:
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        print(
+            f"warning: {path}: line {bad[0]}{more} damaged (cut short, or not "
+            "metrics), left out",
+            file=sys.stderr,
+        )
+    return rows
+
+
+def _sound(row: dict) -> bool:
+    """Whether a metrics row holds what `MetricsLog.log` writes."""
+    try:
+        numbers = [float(v) for k, v in row.items() if k != "kind" and v != ""]
+    except ValueError:
+        return False
+    return (
+        row["kind"] in ("step", "epoch")
+        and row["step"].isdigit()
+        and all(math.isfinite(x) or math.isnan(x) for x in numbers)
+    )
 
 
 def read_metrics(path: str | Path) -> list[dict]:
@@ -102,8 +141,7 @@ def read_metrics(path: str | Path) -> list[dict]:
     path = Path(path)
     if path.is_dir():
         path = path / "metrics.csv"
-    with open(path, newline="") as f:
-        return [
-            {k: (v if k == "kind" else float(v)) for k, v in r.items() if v != ""}
-            for r in csv.DictReader(f)
-        ]
+    return [
+        {k: (v if k == "kind" else float(v)) for k, v in r.items() if v != ""}
+        for r in _rows(path)
+    ]

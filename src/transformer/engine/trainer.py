@@ -25,6 +25,7 @@ from .config import NO_SPACES, DataConfig, TrainConfig
 from ..data import TokenBudgetBatchSampler, TranslationDataset, collate
 from ..files import atomic_write_bytes, atomic_write_text, read_regular_file
 from .corpora import split_pairs_for
+from .full_disk import after_a_full_disk, full_disk_is_one_line
 from ..errors import CheckpointError, ConfigError, NonFiniteLossError
 from transformer.engine.distributed import (
     DistInfo,
@@ -39,7 +40,8 @@ from .metrics import MetricsLog, read_metrics
 from ..model import evaluating
 from .model_config import build_model, model_bytes
 from .machine import cpu_has_bf16_matmul, keep_freed_memory
-from .run_folder import TrainState, previous_checkpoint, run_folder
+from .run_folder import TrainState, previous_checkpoint, run_config
+from .run_folder import run_folder
 from ..schedule import InverseSqrtSchedule, LinearDecaySchedule
 from ..tokenizer import train_tokenizer
 
@@ -301,7 +303,7 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
     Works alone or as one process of `torchrun --nproc_per_node N` (DDP: NCCL on GPUs,
     gloo on CPUs, each process taking its own shard of the length-bucketed batches).
     """
-    config.validate()
+    config = run_config(config)
     info = DistInfo.from_env()
     device = select_device(config.device, info.local_rank)
     _check_precision(config, device)
@@ -315,7 +317,8 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         created_group = True
     try:
-        return _train(config, resume, info, device)
+        with full_disk_is_one_line(config.out_dir, after_a_full_disk):
+            return _train(config, resume, info, device)
     finally:
         if created_group:
             dist.destroy_process_group()
@@ -574,15 +577,7 @@ def _open_log(
         tensorboard=config.tensorboard,
         mid_epoch=state.batch > 0,
     )
-    kept = (
-        "epoch",
-        "step",
-        "loss",
-        "valid_loss",
-        "valid_nll",
-        "valid_ppl",
-        "valid_acc",
-    )
+    kept = "epoch step loss valid_loss valid_nll valid_ppl valid_acc".split()
     history = [
         {k: r[k] for k in kept if k in r}
         for r in read_metrics(out)
@@ -638,15 +633,14 @@ def _train(
                     except NonFiniteLossError as e:
                         when = f"{state.step + 1} (epoch {state.epoch + 1}, batch {b})"
                         last = saved_at or "none (no checkpoint yet)"
-                        then = (
-                            "--resume" if saved_at else "start again in a new out_dir"
-                        )
+                        # a resume keeps the settings, and meets the same batch
                         raise NonFiniteLossError(
                             f"training stopped at step {when}: {e}. The step was not "
                             "applied and no checkpoint was written after it; the last "
                             f"good one is {last}. Lower optim.lr_factor, raise "
-                            "optim.warmup_steps, raise optim.eps or check the data, "
-                            f"then {then}."
+                            "optim.warmup_steps or optim.eps, or check the data, then "
+                            f"start a new run with --out-dir {out}-2 (a resume keeps "
+                            "the run's settings and would meet the same step)."
                         ) from None
                     state.step += 1
                     state.epoch_loss += s.loss * s.tokens
