@@ -11,6 +11,8 @@ values to every config field; the reverse check makes sure a real bug is not dre
 The model is configs/tiny.toml, trained once for the module (seconds).
 """
 
+import copy
+import dataclasses
 import importlib.util
 import errno
 import io
@@ -1674,6 +1676,21 @@ def api_cases(ckpt, onnx_dir: Path | None):
             lambda: translate(ckpt, [None]),
             InputError,
             "sentences[0] is NoneType, not a str",
+        ),
+        (
+            "translate a set of sentences",
+            lambda: translate(ckpt, {SENTENCE, "Ein Hund."}),
+            InputError,
+            "sentences is a set, whose order is arbitrary",
+        ),
+        (
+            "translate with the model on the meta device",
+            lambda: translate(
+                dataclasses.replace(ckpt, model=copy.deepcopy(ckpt.model).to("meta")),
+                [SENTENCE],
+            ),
+            InputError,
+            "the checkpoint's model is on the meta device",
         ),
         (
             "translate beam_size=2.5",

@@ -92,7 +92,8 @@ def check_attention_inputs(
 # %% ../../notebooks/11_decoding.ipynb #decoding-doors
 # the rules of chapter 11's doors: greedy_decode, beam_search and translate
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 
 from .errors import InputError
 from .memory import check_fits
@@ -233,6 +234,11 @@ def check_translator(checkpoint) -> None:
             '(transformer.load_translator("multi30k-de-en") or a '
             f"run's folder), got {type(checkpoint).__name__}"
         )
+    if any(p.is_meta for p in checkpoint.model.parameters()):
+        raise InputError(
+            "the checkpoint's model is on the meta device, which holds shapes but no "
+            "weights: load it with transformer.load_translator(...) on a real device"
+        )
 
 
 def check_sentences(sentences, batch_size) -> list[str]:
@@ -243,6 +249,12 @@ def check_sentences(sentences, batch_size) -> list[str]:
         raise InputError(
             f"sentences must be a list of strings, got {type(sentences).__name__}: for "
             "one sentence, pass [sentence]"
+        )
+    if isinstance(sentences, (AbstractSet, Mapping)):
+        raise InputError(
+            f"sentences is a {type(sentences).__name__}, whose order is arbitrary, so "
+            "the outputs could not be matched to the inputs: pass a list "
+            "(sorted(...) if the order does not matter)"
         )
     sentences = list(sentences)
     for i, s in enumerate(sentences):

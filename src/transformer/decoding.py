@@ -6,18 +6,15 @@ __all__ = ['MAX_LEN_A', 'MAX_LEN_B', 'BATCH_SIZE', 'DEFAULT_DECODING', 'Hypothes
            'decoding_settings', 'length_batches', 'pad_rows', 'translate', 'clean']
 
 # %% ../../notebooks/11_decoding.ipynb #dcbd5b11
-import json
 import math
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from transformer.checks import (
-    MAX_ALPHA,
     check_beam,
     check_beam_fits,
     check_decoding,
@@ -27,8 +24,7 @@ from transformer.checks import (
     is_integer,
     is_real,
 )
-from .errors import CheckpointError, InputError
-from .files import read_regular_file
+from .errors import InputError
 from .model import TransformerConfig, evaluating
 from .multihead import KVCache
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -375,48 +371,10 @@ DEFAULT_DECODING = {"beam_size": 4, "alpha": 0.6}
 
 
 def decoding_settings(checkpoint) -> dict:
-    """The beam size and length penalty a model recommends: its `decoding.json`,
+    """The beam size and length penalty a model recommends: what its folder's
+    `decoding.json` says (read and checked once, when it was loaded: appendix 93),
     else `DEFAULT_DECODING`."""
-    path = (
-        Path(checkpoint.path) / "decoding.json"
-        if getattr(checkpoint, "path", None)
-        else None
-    )
-    if path is None or not (path.exists() or path.is_symlink()):
-        return dict(DEFAULT_DECODING)
-    try:
-        chosen = json.loads(
-            read_regular_file(path, 1 << 16, CheckpointError).decode("utf-8")
-        )
-    except OSError as e:
-        raise CheckpointError(
-            f"{path} cannot be read ({e.strerror}): fix it, or delete it to "
-            f"decode with {DEFAULT_DECODING}"
-        ) from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise CheckpointError(
-            f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): fix it, "
-            f"or delete it to decode with {DEFAULT_DECODING}"
-        ) from None
-    settings = (
-        {k: chosen.get(k, v) for k, v in DEFAULT_DECODING.items()}
-        if isinstance(chosen, dict)
-        else {}
-    )
-    try:
-        check_decoding(
-            settings.get("beam_size"),
-            settings.get("alpha"),
-            checkpoint.model.config.tgt_vocab_size,
-        )
-    except InputError as e:
-        raise CheckpointError(
-            f'{path} must hold {{"beam_size": an integer from 1 to the target '
-            f'vocabulary\'s size, "alpha": a number from 0 to {MAX_ALPHA:g}}}, '
-            f"got {chosen!r:.80} ({e}): fix it, or delete it to decode "
-            f"with {DEFAULT_DECODING}"
-        ) from None
-    return settings
+    return dict(getattr(checkpoint, "decoding", None) or DEFAULT_DECODING)
 
 
 def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:

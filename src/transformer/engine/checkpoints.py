@@ -12,7 +12,7 @@ import os
 import logging
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -29,6 +29,7 @@ from transformer.errors import (
     InputError,
 )
 from ..files import atomic_folder, check_regular_file, read_regular_file
+from .decoding_file import read_decoding
 from .digests import check_digests, write_digests
 from ..memory import check_device, check_fits
 from .model_config import ModelConfig, build_model, model_bytes
@@ -330,6 +331,7 @@ class Checkpoint:
     tgt_tokenizer: Tokenizer
     train_config: TrainConfig
     path: Path
+    decoding: dict = field(default_factory=dict)  # decoding.json's ({}: the defaults)
 
     def pairs(self, split: str) -> list[tuple[str, str]]:
         """The (source, target) pairs of split `split` of the corpus this model was
@@ -687,6 +689,6 @@ def load_checkpoint(
     model = build_model(model_config)
     load_weights(model, directory / "model.safetensors", device)
     check_digests(directory)  # last: the other checks say more about what is wrong
-    return Checkpoint(
-        model.to(device).eval(), src_tok, tgt_tok, train_config, directory
-    )
+    decoding = read_decoding(directory, model_config.tgt_vocab_size)
+    model = model.to(device).eval()
+    return Checkpoint(model, src_tok, tgt_tok, train_config, directory, decoding)
