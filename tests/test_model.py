@@ -376,3 +376,14 @@ def test_evaluating_switches_dropout_off_and_restores_the_mode_even_after_an_err
     with pytest.raises(RuntimeError), evaluating(model):
         raise RuntimeError("a failure inside the block")
     assert all(m.training for m in model.modules())
+
+
+def test_a_config_that_chooses_parts_is_refused_without_them():
+    """The engine's ModelConfig names parts (RMSNorm, rotary, ...) that the paper's
+    defaults would silently replace: Transformer refuses it unless given the parts."""
+    from transformer.engine.model_config import ModelConfig, build_model
+
+    config = ModelConfig(30, 30, d_model=16, num_heads=2, d_ff=32, norm="rms")
+    with pytest.raises(TypeError, match="build it with transformer.build_model"):
+        Transformer(config)
+    assert type(build_model(config).decoder.layers[0].norm1).__name__ == "RMSNorm"

@@ -19,6 +19,7 @@ from .blocks import PAPER, Parts
 from .encoder import Encoder
 from .masking import causal_mask
 from transformer.model import (
+    _WHICH_PARTS,
     Transformer,
     TransformerConfig,
     init_weights,
@@ -79,10 +80,13 @@ class DecoderOnly(nn.Module):
     def __init__(
         self,
         config: TransformerConfig,
-        parts: Parts = PAPER,
+        parts: Parts | None = None,
         source_mask: Literal["causal", "prefix"] = "causal",
     ):
         super().__init__()
+        if parts is None and type(config) is not TransformerConfig:
+            raise TypeError(_WHICH_PARTS.format(type(config).__name__))
+        parts = PAPER if parts is None else parts
         c = self.config = config
         self.source_mask = source_mask
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)

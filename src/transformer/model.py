@@ -52,6 +52,13 @@ def init_weights(model: nn.Module, pad_id: int) -> None:
             module.embedding.weight[pad_id].zero_()
 
 
+# a config of later chapters names parts the paper's defaults would silently replace
+_WHICH_PARTS = (
+    "a {} chooses the model's parts: build it with transformer.build_model(config), "
+    "or pass parts= (chapter 16's modern_parts)"
+)
+
+
 class Transformer(nn.Module):
     """Encoder-decoder Transformer: source ids (B, S) and target ids (B, T)
     -> logits (B, T, |V_tgt|).
@@ -59,12 +66,15 @@ class Transformer(nn.Module):
     `forward` builds the padding and causal masks from `config.pad_id`; `encode` and
     `decode` are exposed separately because generation encodes the source once and
     decodes many times. `parts` (chapter 06's `Parts`) says what each piece is made
-    with: the paper's by default, chapter 16's modern ones on request. `config` is
-    any object with `TransformerConfig`'s fields (the engine's `ModelConfig` has them).
+    with: the paper's for a `TransformerConfig`; a config that chooses other parts
+    (the engine's `ModelConfig`) comes with them (`build_model` passes them).
     """
 
-    def __init__(self, config: TransformerConfig, parts: Parts = PAPER):
+    def __init__(self, config: TransformerConfig, parts: Parts | None = None):
         super().__init__()
+        if parts is None and type(config) is not TransformerConfig:
+            raise TypeError(_WHICH_PARTS.format(type(config).__name__))
+        parts = PAPER if parts is None else parts
         c = self.config = config
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = (
