@@ -1410,6 +1410,16 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
         ),
         "training_state.json is damaged (KeyError",
     ),
+    (
+        "--resume, the data's fingerprint is a list",
+        resumed_with_state(lambda s: {**s, "data": [1]}),
+        "training_state.json is damaged (data missing or of the wrong type)",
+    ),
+    (
+        "--resume, the data's fingerprint without its digest",
+        resumed_with_state(lambda s: {**s, "data": {"train_pairs": 400}}),
+        "training_state.json is damaged (data missing or of the wrong type)",
+    ),
 ]
 
 
@@ -2421,3 +2431,57 @@ def test_train_given_something_not_a_config_names_what_it_was_given():
             match=f"train\\(\\) was given a {type(given).__name__}, not a TrainConfig",
         ):
             train(given)
+
+
+# ---------------------------------------------------------------- third trial: a resume on other data
+
+
+def edit_a_pair(corpus: Path) -> None:
+    lines = (corpus / "train.en").read_text().splitlines(keepends=True)
+    lines[7] = "A cat 7 sleeps.\n"  # as many pairs as before, one of them other
+    (corpus / "train.en").write_text("".join(lines))
+
+
+def cut_the_corpus(corpus: Path) -> None:
+    for name in (
+        "train.de",
+        "train.en",
+    ):  # half the pairs: the epoch's batches are others
+        lines = (corpus / name).read_bytes().splitlines(keepends=True)
+        (corpus / name).write_bytes(b"".join(lines[: len(lines) // 2]))
+
+
+@pytest.mark.parametrize(
+    "change, phrase",
+    [
+        (edit_a_pair, "the run was trained on 20 training and 20 validation pairs"),
+        (cut_the_corpus, "the config's corpus now gives 10 and 10"),
+        (lambda corpus: None, None),  # the same data: the resume goes on
+    ],
+    ids=["a pair edited", "a shorter corpus mid-epoch", "unchanged"],
+)
+def test_a_resume_on_other_data_at_the_same_paths_is_refused_and_names_a_new_run(
+    change, phrase, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    # 20 pairs in batches of about 4: the run stops mid-epoch, at step 2 of 5
+    argv = parallel_corpus(
+        GERMAN, ENGLISH, data__max_len=16, data__vocab_size=64, optim__max_tokens=40
+    )(tmp_path, None)
+    train = argv + ["--no-progress"]
+    status, out, err = run_main(train + ["--max-steps", "2"], None, capsys, monkeypatch)
+    assert status == 0, err
+    change(tmp_path / "corpus")
+    before = listing(tmp_path)
+    status, out, err = run_main(train + ["--resume"], None, capsys, monkeypatch)
+    if phrase is None:
+        assert status == 0 and "done: step" in out, err
+        return
+    assert_one_line_error(status, out, err, phrase)
+    assert "the data changed since " in err and "put the files back" in err, err
+    assert listing(tmp_path) == before
+    command = re.search(r"\((--out-dir \S+)\)$", err.strip()).group(1).split()
+    status, out, err = run_main(
+        train + ["--max-steps", "2"] + command, None, capsys, monkeypatch
+    )
+    assert status == 0 and "done: step 2" in out, err

@@ -595,7 +595,7 @@ def _train(
     # the sentence pairs are read before anything is written
     pairs = load_pairs(config.data, "train"), load_pairs(config.data, "valid")
     with run_folder(out, info):
-        previous, saved, state = previous_checkpoint(config, resume, info)
+        previous, saved, state = previous_checkpoint(config, resume, info, pairs)
         run = _pieces(config, info, device, previous, saved, pairs)
         log, history = _open_log(config, state, resume) if info.is_main else (None, [])
         t0 = time.perf_counter() - state.elapsed_s  # the run's time survives a resume
