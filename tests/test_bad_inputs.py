@@ -1657,6 +1657,43 @@ def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(tiny_run):
     assert err == b"" and p.returncode == 141, (p.returncode, err.decode())
 
 
+def test_with_standard_error_closed_a_warning_never_lands_in_the_translations(
+    tiny_run,
+):
+    """`transformer translate < in > out 2>&-`, a line longer than the model reads: the
+    warning about it has nowhere to go, and must not become a line of out."""
+    p = cli_process(
+        ["translate", "--model", tiny_run, "--beam", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: os.close(2),
+    )
+    out, _ = p.communicate(f"{'Ein Hund läuft. ' * 40}\n{SENTENCE}\n".encode(), 120)
+    assert p.returncode == 0 and out.decode().count("\n") == 2, out.decode()
+    assert "warning" not in out.decode(), out.decode()
+
+
+def test_chinese_to_a_standard_output_that_is_not_utf8_is_written_in_utf8():
+    """PYTHONIOENCODING=ascii (as a Windows redirect in cp1252, which has no Chinese
+    either): the translations are written whole, in UTF-8, not cut by a
+    UnicodeEncodeError."""
+    model = ROOT / "models" / "tatoeba-en-zh"
+    p = subprocess.run(
+        [sys.executable, "-m", "transformer", "translate", "--model", model],
+        input=b"A dog runs.\nI like tea.\n",
+        capture_output=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "ascii"},
+        timeout=120,
+    )
+    assert p.returncode == 0 and p.stderr == b"", p.stderr.decode()
+    lines = p.stdout.decode("utf-8").split("\n")
+    assert (
+        len(lines) == 3
+        and lines[2] == ""
+        and all("\u4e00" <= c <= "\u9fff" for c in lines[0][:1] + lines[1][:1])
+    ), lines
+
+
 # ---------------------------------------------------------------- the Python API names the argument that is wrong
 
 
