@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import importlib.util
 import errno
+import gzip
 import io
 import json
 import math
@@ -1423,18 +1424,6 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
 ]
 
 
-@pytest.mark.parametrize("case", [c[0] for c in TRAIN_CASES])
-def test_a_bad_config_corpus_or_run_folder_is_one_line_and_exit_2_and_writes_nothing(
-    case, tiny_run, tmp_path, monkeypatch, capsys
-):
-    _, setup, phrase = next(c for c in TRAIN_CASES if c[0] == case)
-    argv = setup(tmp_path, tiny_run) + ["--no-progress"]
-    monkeypatch.chdir(tmp_path)
-    before = listing(tmp_path, tiny_run)
-    assert_one_line_error(*run_main(argv, None, capsys, monkeypatch), phrase)
-    assert listing(tmp_path, tiny_run) == before
-
-
 def test_there_are_at_least_thirty_bad_inputs():
     assert (
         len(MODEL_CASES) + len(RUN_CASES) + len(COMMAND_CASES) + len(TRAIN_CASES) >= 30
@@ -2522,3 +2511,80 @@ def test_a_resume_on_other_data_at_the_same_paths_is_refused_and_names_a_new_run
         train + ["--max-steps", "2"] + command, None, capsys, monkeypatch
     )
     assert status == 0 and "done: step 2" in out, err
+
+
+# ---------------------------------------------------------------- third trial: memory, bounded before it is used
+
+
+def gzip_of_nul_bytes(work: Path, run: Path) -> list:
+    """train.de.gz: 200 MB of NUL bytes, packed into about 200 kB."""
+    (work / "corpus").mkdir()
+    with gzip.open(work / "corpus" / "train.de.gz", "wb", compresslevel=1) as f:
+        for _ in range(200):
+            f.write(bytes(1 << 20))
+    (work / "corpus" / "train.en").write_bytes(ENGLISH)
+    files = [str(work / "corpus" / n) for n in ("train.de.gz", "train.en")]
+    return config_case(
+        data__corpus="parallel", data__train_files=files, data__valid_files=files
+    )(work, run)
+
+
+TRAIN_CASES += [
+    (
+        "a gzip of 200 MB of NUL bytes",
+        gzip_of_nul_bytes,
+        "train.de.gz, line 1 holds a NUL byte: it is binary data or UTF-16",
+    ),
+    (
+        "a corpus of more lines than the limit",
+        parallel_corpus(b"a\n" * 10_000_001, b"b\n" * 10_000_001),
+        "train.de holds more than 10,000,000 lines or 1,024 MB of text, more than a "
+        "run reads into memory: take a part of it (head -n 1000000 FILE > part), or "
+        "raise transformer.engine.corpus_text.MAX_CORPUS_LINES",
+    ),
+]
+
+
+def test_a_corpus_whose_text_is_over_the_byte_limit_is_refused_before_it_is_read_whole(
+    tmp_path, monkeypatch, capsys
+):
+    import transformer.engine.corpus_text as corpus_text
+
+    monkeypatch.setattr(corpus_text, "MAX_CORPUS_BYTES", 8 << 20)
+    argv = parallel_corpus(b"Ein Hund.\n" * (2 << 20), b"A dog.\n" * (2 << 20))(
+        tmp_path, None
+    )
+    status, out, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(status, out, err, "train.de holds more than")
+    assert "8 MB of text" in err
+
+
+def test_a_model_max_len_of_twenty_million_is_refused_before_the_table_is_built(
+    tmp_path, monkeypatch, capsys
+):
+    """The positional table alone is 20,000,000 x 32 float32s (2.56 GB), built in float64
+    (about 16 bytes an entry at its peak): on a machine with 4 GB free, one line."""
+    import transformer.memory as memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda device="cpu": 4 << 30)
+    argv = config_case(model__max_len=20_000_000)(tmp_path, None)
+    status, out, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(
+        status, out, err, "needs about 10.2 GB, but cpu memory has 4.3 GB available"
+    )
+
+
+# ---------------------------------------------------------------- every TRAIN_CASES row, the later trials' too
+# (defined last: the rows added with `TRAIN_CASES +=` above are parametrized only if they come before it)
+
+
+@pytest.mark.parametrize("case", [c[0] for c in TRAIN_CASES])
+def test_a_bad_config_corpus_or_run_folder_is_one_line_and_exit_2_and_writes_nothing(
+    case, tiny_run, tmp_path, monkeypatch, capsys
+):
+    _, setup, phrase = next(c for c in TRAIN_CASES if c[0] == case)
+    argv = setup(tmp_path, tiny_run) + ["--no-progress"]
+    monkeypatch.chdir(tmp_path)
+    before = listing(tmp_path, tiny_run)
+    assert_one_line_error(*run_main(argv, None, capsys, monkeypatch), phrase)
+    assert listing(tmp_path, tiny_run) == before
