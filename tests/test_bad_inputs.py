@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import importlib.util
 import errno
+import gzip
 import io
 import json
 import math
@@ -1410,19 +1411,17 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
         ),
         "training_state.json is damaged (KeyError",
     ),
+    (
+        "--resume, the data's fingerprint is a list",
+        resumed_with_state(lambda s: {**s, "data": [1]}),
+        "training_state.json is damaged (data missing or of the wrong type)",
+    ),
+    (
+        "--resume, the data's fingerprint without its digest",
+        resumed_with_state(lambda s: {**s, "data": {"train_pairs": 400}}),
+        "training_state.json is damaged (data missing or of the wrong type)",
+    ),
 ]
-
-
-@pytest.mark.parametrize("case", [c[0] for c in TRAIN_CASES])
-def test_a_bad_config_corpus_or_run_folder_is_one_line_and_exit_2_and_writes_nothing(
-    case, tiny_run, tmp_path, monkeypatch, capsys
-):
-    _, setup, phrase = next(c for c in TRAIN_CASES if c[0] == case)
-    argv = setup(tmp_path, tiny_run) + ["--no-progress"]
-    monkeypatch.chdir(tmp_path)
-    before = listing(tmp_path, tiny_run)
-    assert_one_line_error(*run_main(argv, None, capsys, monkeypatch), phrase)
-    assert listing(tmp_path, tiny_run) == before
 
 
 def test_there_are_at_least_thirty_bad_inputs():
@@ -1645,6 +1644,43 @@ def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(tiny_run):
         ("".join(f"Ein Hund {i} läuft.\n" for i in range(500))).encode(), timeout=120
     )
     assert err == b"" and p.returncode == 141, (p.returncode, err.decode())
+
+
+def test_with_standard_error_closed_a_warning_never_lands_in_the_translations(
+    tiny_run,
+):
+    """`transformer translate < in > out 2>&-`, a line longer than the model reads: the
+    warning about it has nowhere to go, and must not become a line of out."""
+    p = cli_process(
+        ["translate", "--model", tiny_run, "--beam", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: os.close(2),
+    )
+    out, _ = p.communicate(f"{'Ein Hund läuft. ' * 40}\n{SENTENCE}\n".encode(), 120)
+    assert p.returncode == 0 and out.decode().count("\n") == 2, out.decode()
+    assert "warning" not in out.decode(), out.decode()
+
+
+def test_chinese_to_a_standard_output_that_is_not_utf8_is_written_in_utf8():
+    """PYTHONIOENCODING=ascii (as a Windows redirect in cp1252, which has no Chinese
+    either): the translations are written whole, in UTF-8, not cut by a
+    UnicodeEncodeError."""
+    model = ROOT / "models" / "tatoeba-en-zh"
+    p = subprocess.run(
+        [sys.executable, "-m", "transformer", "translate", "--model", model],
+        input=b"A dog runs.\nI like tea.\n",
+        capture_output=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "ascii"},
+        timeout=120,
+    )
+    assert p.returncode == 0 and p.stderr == b"", p.stderr.decode()
+    lines = p.stdout.decode("utf-8").split("\n")
+    assert (
+        len(lines) == 3
+        and lines[2] == ""
+        and all("\u4e00" <= c <= "\u9fff" for c in lines[0][:1] + lines[1][:1])
+    ), lines
 
 
 # ---------------------------------------------------------------- the Python API names the argument that is wrong
@@ -2421,3 +2457,134 @@ def test_train_given_something_not_a_config_names_what_it_was_given():
             match=f"train\\(\\) was given a {type(given).__name__}, not a TrainConfig",
         ):
             train(given)
+
+
+# ---------------------------------------------------------------- third trial: a resume on other data
+
+
+def edit_a_pair(corpus: Path) -> None:
+    lines = (corpus / "train.en").read_text().splitlines(keepends=True)
+    lines[7] = "A cat 7 sleeps.\n"  # as many pairs as before, one of them other
+    (corpus / "train.en").write_text("".join(lines))
+
+
+def cut_the_corpus(corpus: Path) -> None:
+    for name in (
+        "train.de",
+        "train.en",
+    ):  # half the pairs: the epoch's batches are others
+        lines = (corpus / name).read_bytes().splitlines(keepends=True)
+        (corpus / name).write_bytes(b"".join(lines[: len(lines) // 2]))
+
+
+@pytest.mark.parametrize(
+    "change, phrase",
+    [
+        (edit_a_pair, "the run was trained on 20 training and 20 validation pairs"),
+        (cut_the_corpus, "the config's corpus now gives 10 and 10"),
+        (lambda corpus: None, None),  # the same data: the resume goes on
+    ],
+    ids=["a pair edited", "a shorter corpus mid-epoch", "unchanged"],
+)
+def test_a_resume_on_other_data_at_the_same_paths_is_refused_and_names_a_new_run(
+    change, phrase, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    # 20 pairs in batches of about 4: the run stops mid-epoch, at step 2 of 5
+    argv = parallel_corpus(
+        GERMAN, ENGLISH, data__max_len=16, data__vocab_size=64, optim__max_tokens=40
+    )(tmp_path, None)
+    train = argv + ["--no-progress"]
+    status, out, err = run_main(train + ["--max-steps", "2"], None, capsys, monkeypatch)
+    assert status == 0, err
+    change(tmp_path / "corpus")
+    before = listing(tmp_path)
+    status, out, err = run_main(train + ["--resume"], None, capsys, monkeypatch)
+    if phrase is None:
+        assert status == 0 and "done: step" in out, err
+        return
+    assert_one_line_error(status, out, err, phrase)
+    assert "the data changed since " in err and "put the files back" in err, err
+    assert listing(tmp_path) == before
+    command = re.search(r"\((--out-dir \S+)\)$", err.strip()).group(1).split()
+    status, out, err = run_main(
+        train + ["--max-steps", "2"] + command, None, capsys, monkeypatch
+    )
+    assert status == 0 and "done: step 2" in out, err
+
+
+# ---------------------------------------------------------------- third trial: memory, bounded before it is used
+
+
+def gzip_of_nul_bytes(work: Path, run: Path) -> list:
+    """train.de.gz: 200 MB of NUL bytes, packed into about 200 kB."""
+    (work / "corpus").mkdir()
+    with gzip.open(work / "corpus" / "train.de.gz", "wb", compresslevel=1) as f:
+        for _ in range(200):
+            f.write(bytes(1 << 20))
+    (work / "corpus" / "train.en").write_bytes(ENGLISH)
+    files = [str(work / "corpus" / n) for n in ("train.de.gz", "train.en")]
+    return config_case(
+        data__corpus="parallel", data__train_files=files, data__valid_files=files
+    )(work, run)
+
+
+TRAIN_CASES += [
+    (
+        "a gzip of 200 MB of NUL bytes",
+        gzip_of_nul_bytes,
+        "train.de.gz, line 1 holds a NUL byte: it is binary data or UTF-16",
+    ),
+    (
+        "a corpus of more lines than the limit",
+        parallel_corpus(b"a\n" * 10_000_001, b"b\n" * 10_000_001),
+        "train.de holds more than 10,000,000 lines or 1,024 MB of text, more than a "
+        "run reads into memory: take a part of it (head -n 1000000 FILE > part), or "
+        "raise transformer.engine.corpus_text.MAX_CORPUS_LINES",
+    ),
+]
+
+
+def test_a_corpus_whose_text_is_over_the_byte_limit_is_refused_before_it_is_read_whole(
+    tmp_path, monkeypatch, capsys
+):
+    import transformer.engine.corpus_text as corpus_text
+
+    monkeypatch.setattr(corpus_text, "MAX_CORPUS_BYTES", 8 << 20)
+    argv = parallel_corpus(b"Ein Hund.\n" * (2 << 20), b"A dog.\n" * (2 << 20))(
+        tmp_path, None
+    )
+    status, out, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(status, out, err, "train.de holds more than")
+    assert "8 MB of text" in err
+
+
+def test_a_model_max_len_of_twenty_million_is_refused_before_the_table_is_built(
+    tmp_path, monkeypatch, capsys
+):
+    """The positional table alone is 20,000,000 x 32 float32s (2.56 GB), built in float64
+    (about 16 bytes an entry at its peak): on a machine with 4 GB free, one line."""
+    import transformer.memory as memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda device="cpu": 4 << 30)
+    argv = config_case(model__max_len=20_000_000)(tmp_path, None)
+    status, out, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(
+        status, out, err, "needs about 10.2 GB, but cpu memory has 4.3 GB available"
+    )
+
+
+# ---------------------------------------------------------------- every TRAIN_CASES row, the later trials' too
+# (defined last: the rows added with `TRAIN_CASES +=` above are parametrized only if they come before it)
+
+
+@pytest.mark.parametrize("case", [c[0] for c in TRAIN_CASES])
+def test_a_bad_config_corpus_or_run_folder_is_one_line_and_exit_2_and_writes_nothing(
+    case, tiny_run, tmp_path, monkeypatch, capsys
+):
+    _, setup, phrase = next(c for c in TRAIN_CASES if c[0] == case)
+    argv = setup(tmp_path, tiny_run) + ["--no-progress"]
+    monkeypatch.chdir(tmp_path)
+    before = listing(tmp_path, tiny_run)
+    assert_one_line_error(*run_main(argv, None, capsys, monkeypatch), phrase)
+    assert listing(tmp_path, tiny_run) == before

@@ -63,7 +63,7 @@ def test_every_error_class_of_the_package_is_defined_in_errors_py():
                 and obj.__module__ == info.name
                 and info.name != "transformer.errors"
                 and name
-                != "_StdoutClosed"  # the command line's own signal, never raised out
+                != "StdoutClosed"  # the command line's own signal, never raised out
             ):
                 elsewhere.append(f"{info.name}.{name}")
     assert not elsewhere, f"error classes outside transformer/errors.py: {elsewhere}"

@@ -38,7 +38,7 @@ OVER_ONE_SITTING = {
     "engine.config": 574,
     "engine.corpora": 648,
     "decoding": 495,
-    "engine.cli": 451,
+    "engine.cli": 416,
 }
 
 

@@ -18,6 +18,7 @@ from .distributed import select_device
 from .onnx_export import export_onnx
 from ..errors import CommandError, NonFiniteLossError, TransformerError
 from .full_disk import after_a_full_evaluation, full_disk_is_one_line
+from .streams import StdoutClosed, open_streams, say
 from .trainer import train
 
 # %% ../../../notebooks/97_command_line.ipynb #c9c1d6a8
@@ -73,43 +74,6 @@ def _positive(name: str, value: int) -> int:
     if value < 1:
         raise CommandError(f"{name} must be at least 1, got {value}")
     return value
-
-
-class _StdoutClosed(Exception):
-    """The reader of standard output went away
-    (`transformer translate ... | head -1`)."""
-
-
-def _say(text: str) -> None:
-    """Print one line to standard output, now: a reader that closed the pipe ends the
-    command quietly, and a standard output that cannot take the line (a full disk) is
-    one error line, not a traceback."""
-    if sys.stdout is None:  # started with standard output closed (`>&-`)
-        raise CommandError(
-            "standard output is closed: redirect it to a file instead (> out.txt)"
-        )
-    try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _discard_stdout()
-        raise _StdoutClosed from None
-    except OSError as e:
-        _discard_stdout()
-        raise CommandError(
-            f"cannot write to standard output: {e.strerror or e}"
-        ) from None
-
-
-def _discard_stdout() -> None:
-    """Point standard output at the null device, so that the interpreter's last flush of
-    what is still buffered neither fails nor prints "Exception ignored" at exit."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass  # no real file behind sys.stdout (a test's capture)
 
 
 STDIN_LIMIT = 256 << 20  # bytes of sentences read from standard input in one command
@@ -170,7 +134,7 @@ def _run_train(args) -> int:
             for k in ("loss", "valid_loss", "valid_ppl")
             if k in last
         )
-        _say(f"done: step {result.step}, {summary}; checkpoint {result.checkpoint}")
+        say(f"done: step {result.step}, {summary}; checkpoint {result.checkpoint}")
     return 0
 
 
@@ -198,7 +162,7 @@ def _run_translate(args) -> int:
         on_truncate=truncated,
         **limits,
     ):
-        _say(line)
+        say(line)
     return 0
 
 
@@ -221,13 +185,13 @@ def _run_evaluate(args) -> int:
             out_dir=out_dir,
             limit=args.limit,
         )
-    _say(
+    say(
         f"{args.model} on {args.split}: {report['sentences']} sentences, "
         f"beam {report['beam_size']}, alpha {report['alpha']}, {report['seconds']} s"
     )
     for s in report["scores"]:
-        _say(f"  {s['metric']:<28} {s['score']:6.2f}   {s['signature']}")
-    _say(
+        say(f"  {s['metric']:<28} {s['score']:6.2f}   {s['signature']}")
+    say(
         f"translations: {Path(out_dir) / (args.split + '.hyp')}; "
         f"scores: {Path(out_dir) / (args.split + '.json')}"
     )
@@ -242,7 +206,7 @@ def _run_export_onnx(args) -> int:
         )
     out = export_onnx(args.model, Path(args.out), replace=args.replace)
     files = sorted(f for f in out.iterdir() if f.is_file())
-    _say(
+    say(
         f"{args.model} -> {out}: "
         + ", ".join(f"{f.name} ({f.stat().st_size / 1e6:.1f} MB)" for f in files)
     )
@@ -425,13 +389,14 @@ def main(argv: list[str] | None = None) -> int:
     141, what a shell reports for a tool ended by SIGPIPE; Ctrl-C ends it with one line
     and 130.
     """
+    open_streams()
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
     except TransformerError as e:
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
-    except _StdoutClosed:
+    except StdoutClosed:
         # the reader has all it wanted: end quietly, as a Unix tool ended by SIGPIPE
         return 128 + 13
     except OSError as e:

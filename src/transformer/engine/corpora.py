@@ -25,6 +25,7 @@ from transformer.errors import (
     CorpusNotFoundError,
     InputError,
 )
+from .corpus_text import read_corpus_bytes
 from transformer.files import (
     atomic_file,
     atomic_write_bytes,
@@ -224,19 +225,6 @@ def _restore_hint(path: Path) -> str:
     )
 
 
-def _gunzip(path: Path, raw: bytes, error: type[Exception], fix: str) -> bytes:
-    """The bytes of a file's text: `raw` itself, or gunzipped if the name ends in
-    `.gz` (`error` if that fails)."""
-    if path.suffix != ".gz":
-        return raw
-    try:
-        return gzip.decompress(raw)
-    except (OSError, EOFError) as err:
-        raise error(
-            f"{path} is damaged: not a complete gzip file ({err}); {fix}"
-        ) from None
-
-
 def verify_corpus_file(path: str | Path, sha256: str) -> Path:
     """Check that the text of `path` (gunzipped if the name ends in `.gz`) has
     SHA-256 `sha256`, and return `path`.
@@ -249,7 +237,7 @@ def verify_corpus_file(path: str | Path, sha256: str) -> Path:
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if key not in _verified:
-        text = _gunzip(path, path.read_bytes(), ChecksumError, _restore_hint(path))
+        text = read_corpus_bytes(path, ChecksumError, _restore_hint(path))
         _verified[key] = hashlib.sha256(text).hexdigest()
     if _verified[key] != sha256:
         raise ChecksumError(
@@ -325,7 +313,7 @@ def read_lines(path: str | Path) -> list[str]:
         raise CorpusNotFoundError(f"{path} does not exist")
     # a folder, a pipe or a device is no corpus file
     check_regular_file(path, error=CorpusFormatError)
-    raw = _gunzip(path, path.read_bytes(), CorpusFormatError, "download it again")
+    raw = read_corpus_bytes(path, CorpusFormatError, "download it again")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -26,6 +26,7 @@ from transformer.engine.checkpoints import (
     resumable_checkpoint,
 )
 from .config import TrainConfig, check_resume_compatible
+from .data_fingerprint import check_same_data, data_fingerprint
 from .distributed import DistInfo
 from transformer.errors import (
     CheckpointError,
@@ -162,21 +163,22 @@ _MADE = ("tokenizer", "metrics.csv", "checkpoints")
 
 
 def previous_checkpoint(
-    config: TrainConfig, resume: bool, info: DistInfo
+    config: TrainConfig, resume: bool, info: DistInfo, pairs
 ) -> tuple[Path | None, dict | None, "TrainState"]:
     """The checkpoint a run continues from, what it saved (the optimiser's, schedule's
     and random numbers' states among it) and the run's `TrainState`; (None, None,
-    TrainState()) for a new run.
+    TrainState()) for a new run. `pairs`: the run's (training, validation) pairs, whose
+    fingerprint the state carries into every checkpoint.
 
     Refuses a resume with nothing to resume, a new run into a folder that holds one, and
-    a resume whose config or number of processes differs from the checkpoint's.
+    a resume whose config, data or number of processes differs from the checkpoint's.
     """
     out = Path(config.out_dir)
     checkpoints = out / "checkpoints"
     _check_run_files(out)
     if not resume:
         _refuse_existing_run(out, checkpoints)
-        return None, None, TrainState()
+        return None, None, TrainState(data=data_fingerprint(*pairs))
     previous = resumable_checkpoint(checkpoints)  # the newest intact one
     if previous is None:
         raise CheckpointNotFoundError(
@@ -184,7 +186,9 @@ def previous_checkpoint(
             "start without --resume"
         )
     saved = _resume_state(config, previous, info)
-    return previous, saved, TrainState.from_dict(saved, previous)
+    state, now = TrainState.from_dict(saved, previous), data_fingerprint(*pairs)
+    check_same_data(state.data, now, previous, out)
+    return previous, saved, dataclasses.replace(state, data=now)
 
 
 def _check_run_files(out: Path) -> None:
@@ -296,8 +300,8 @@ class TrainState:
     """What a resume must get back of the run itself, saved whole in every checkpoint
     beside the optimiser's, schedule's and random numbers' states: where the run is
     (steps done, the epoch in progress, its next batch), the best validation loss, the
-    seconds it has run, and the epoch's running sums of loss x tokens and of tokens,
-    whose ratio is the epoch's loss in metrics.csv."""
+    seconds it has run, the epoch's running sums of loss x tokens and of tokens,
+    whose ratio is the epoch's loss in metrics.csv, and the data's fingerprint."""
 
     step: int = 0
     epoch: int = 0
@@ -306,25 +310,31 @@ class TrainState:
     elapsed_s: float = 0.0
     epoch_loss: float = 0.0
     epoch_tokens: float = 0.0
+    data: dict = dataclasses.field(default_factory=dict)  # data_fingerprint's
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, saved: dict, checkpoint: Path) -> "TrainState":
-        """The state a checkpoint saved: every field there, a number of its type and
-        not negative (a field of a float is an int or a float)."""
+        """The state a checkpoint saved: every number there, of its type and not
+        negative (a field of a float is an int or a float); the data's fingerprint, if
+        the checkpoint has one (runs before it had none)."""
+        numbers = [f for f in dataclasses.fields(cls) if f.name != "data"]
         wrong = [
             f.name
-            for f in dataclasses.fields(cls)
+            for f in numbers
             if not _of_type(
                 saved.get(f.name), (int,) if f.type is int else (int, float)
             )
             or saved[f.name] < 0
         ]
+        data, keys = saved.get("data", {}), {"train_pairs", "valid_pairs", "sha256"}
+        if data != {} and not (isinstance(data, dict) and data.keys() == keys):
+            wrong.append("data")
         if wrong:
             raise _damaged(checkpoint, wrong)
-        return cls(**{f.name: saved[f.name] for f in dataclasses.fields(cls)})
+        return cls(**{f.name: saved[f.name] for f in numbers}, data=data)
 
 
 def _of_type(value, kinds) -> bool:

@@ -259,9 +259,9 @@ def _train_run_tokenizer(
 
 # %% ../../../notebooks/95_training_run.ipynb #d5a0b2e4
 def _check_model_fits(config: TrainConfig, device: torch.device) -> None:
-    """Refuse a [model] this device cannot train, before anything is written: its
-    weights, their gradients and Adam's two moments (four float32 copies), with the
-    largest vocabularies the run can get."""
+    """Refuse a [model] this device cannot train, before anything is written: four
+    float32 copies (weights, gradients, Adam's two moments; the positional table, built
+    in float64, peaks at as much), with the largest vocabularies the run can get."""
     check_fits(
         4 * model_bytes(config.largest_model()),
         device,
@@ -595,7 +595,7 @@ def _train(
     # the sentence pairs are read before anything is written
     pairs = load_pairs(config.data, "train"), load_pairs(config.data, "valid")
     with run_folder(out, info):
-        previous, saved, state = previous_checkpoint(config, resume, info)
+        previous, saved, state = previous_checkpoint(config, resume, info, pairs)
         run = _pieces(config, info, device, previous, saved, pairs)
         log, history = _open_log(config, state, resume) if info.is_main else (None, [])
         t0 = time.perf_counter() - state.elapsed_s  # the run's time survives a resume
