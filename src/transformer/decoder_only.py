@@ -15,15 +15,15 @@ from torch import Tensor, nn
 from .checks import check_sampling
 from .decoding import MAX_LEN_A, MAX_LEN_B, Hypothesis, greedy_decode
 from .embedding import TokenEmbedding
-from .blocks import PAPER, Parts
+from .blocks import Parts
 from .encoder import Encoder
 from .masking import causal_mask
 from transformer.model import (
-    _WHICH_PARTS,
     Transformer,
     TransformerConfig,
     init_weights,
     parameters_per_part,
+    parts_for,
 )
 from .multihead import KVCache
 
@@ -84,9 +84,7 @@ class DecoderOnly(nn.Module):
         source_mask: Literal["causal", "prefix"] = "causal",
     ):
         super().__init__()
-        if parts is None and type(config) is not TransformerConfig:
-            raise TypeError(_WHICH_PARTS.format(type(config).__name__))
-        parts = PAPER if parts is None else parts
+        parts = parts_for(config, parts)
         c = self.config = config
         self.source_mask = source_mask
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
