@@ -194,19 +194,18 @@ def test_paired_over_seeds_gives_each_seeds_gap_and_p_value():
 
 
 @pytest.mark.parametrize(
-    "gaps, ps, seed_p, verdict",
+    "gaps, ps, better",
     [
-        ([1.0, 2.0, 1.5], [0.001, 0.01, 0.02], 0.029, "b better"),
-        ([-1.0, -2.0, -1.5], [0.001, 0.01, 0.02], 0.029, "a better"),
-        ([1.0, -2.0, 1.5], [0.001, 0.001, 0.001], 0.029, "seeds disagree"),
-        ([1.0, 2.0, 1.5], [0.001, 0.2, 0.001], 0.029, "not distinguishable"),
-        ([1.0, 2.0, 1.5], [0.001, 0.001, 0.001], 0.1, "not distinguishable"),
+        ([1.0, 2.0, 1.5], [0.001, 0.01, 0.02], "b"),  # the seeds' t-test: p = 0.035
+        ([-1.0, -2.0, -1.5], [0.001, 0.01, 0.02], "a"),
+        ([1.0, -2.0, 1.5], [0.001, 0.001, 0.001], None),  # the seeds disagree
+        ([1.0, 2.0, 1.5], [0.001, 0.2, 0.001], None),  # one seed's test does not agree
+        ([1.0, 3.0, 0.2], [0.001, 0.001, 0.001], None),  # the t-test does not agree
     ],
 )
-def test_a_recipe_is_called_better_only_when_every_test_agrees(
-    gaps, ps, seed_p, verdict
-):
-    assert SeedPairs(gaps, ps, 1.0).verdict(seed_p, "a", "b").startswith(verdict)
+def test_a_recipe_is_called_better_only_when_every_test_agrees(gaps, ps, better):
+    (verdict,) = compare({("a", "b"): pairs_of(gaps, ps)})
+    assert verdict.better == better
 
 
 @pytest.mark.parametrize(

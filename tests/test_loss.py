@@ -53,3 +53,23 @@ def test_without_smoothing_the_loss_is_zero_exactly_when_the_model_is_certain_an
     logits[0, 0, 4] = logits[0, 1, 2] = logits[0, 2, 1] = 0.0
     loss, _, n = label_smoothed_loss(logits, target, smoothing=0.0, pad_id=0)
     assert loss.item() == 0.0 and n.item() == 2
+
+
+@pytest.mark.parametrize("pad_logit", [-30.0, -1e4, -1e9, float("-inf")])
+def test_label_smoothed_loss_stays_exact_when_the_pad_logit_is_masked_out(pad_logit):
+    # A model may mask the pad token's logit. The pad column must leave the smoothed term
+    # before the sum: subtracting it afterwards lost 9 % of the loss at -1e9 and gave NaN
+    # at -inf.
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 4, 9, generator=g)
+    logits[..., 0] = pad_logit  # pad_id 0
+    target = torch.tensor([[3, 5, 1, 0], [2, 8, 0, 0]])  # padded at the ends
+    loss, nll, n = label_smoothed_loss(logits, target, 0.1, pad_id=0)
+    log_p = torch.log_softmax(logits.double(), -1)[..., 1:]  # (B, T, |V| - 1): no pad
+    q = smoothed_targets(target.reshape(-1), 9, 0.1, pad_id=0).double()[:, 1:]
+    expected = -(q * log_p.reshape(-1, 8)).sum()
+    assert torch.isfinite(loss) and torch.isfinite(nll) and n.item() == 5
+    torch.testing.assert_close(loss.double(), expected, rtol=1e-6, atol=1e-6)
+    logits.requires_grad_(True)
+    label_smoothed_loss(logits, target, 0.1, pad_id=0)[0].backward()
+    assert torch.isfinite(logits.grad).all()

@@ -201,7 +201,7 @@ def main() -> None:
     if args.steps != STEPS or args.repeats < 5:
         return  # a quick look is not the chapter's measurement
     result = {
-        "shape": shape,
+        "shape": {**shape, "max_len": max_len},  # the length the models were built for
         "batch": BATCH,
         "source_len": SOURCE_LEN,
         "steps": args.steps,

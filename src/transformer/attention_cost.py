@@ -77,8 +77,8 @@ def _tiled_forward(Q, K, V, mask, block, offset):
 def _tiled_backward(dO, Q, K, V, O, L, mask, block, offset):
     """FlashAttention's backward: recompute each tile's probabilities from L.
 
-    P = exp(Z - L), dV += P^T dO, dP = dO V^T, dZ = P * (dP - D) with
-    D = rowsum(dO * O), dQ += dZ K / sqrt(D_k), dK += dZ^T Q / sqrt(D_k).
+    P = exp(Z - L), dV += P^T dO, dP = dO V^T, dZ = P * (dP - delta) with
+    delta = rowsum(dO * O), dQ += dZ K / sqrt(D_k), dK += dZ^T Q / sqrt(D_k).
     """
     T, S = Q.shape[-2], K.shape[-2]
     scale = 1 / math.sqrt(Q.shape[-1])
@@ -86,16 +86,17 @@ def _tiled_backward(dO, Q, K, V, O, L, mask, block, offset):
     dQ = Q.new_zeros((*batch, *Q.shape[-2:]))
     dK = K.new_zeros((*batch, *K.shape[-2:]))
     dV = V.new_zeros((*batch, *V.shape[-2:]))
-    D = (dO * O).sum(-1, keepdim=True)  # (..., T, 1)
+    delta = (dO * O).sum(-1, keepdim=True)  # (..., T, 1): the prose's Delta
     for q0 in range(0, T, block):
         q1 = min(q0 + block, T)
-        dO_b, L_b, D_b = dO[..., q0:q1, :], L[..., q0:q1, :], D[..., q0:q1, :]
+        dO_b, L_b = dO[..., q0:q1, :], L[..., q0:q1, :]
+        delta_b = delta[..., q0:q1, :]
         for k0, k1, diagonal in _key_blocks(q0, q1, S, block, offset):
             scores = _block_scores(Q, K, mask, q0, q1, k0, k1, offset, diagonal)
             P = torch.exp(scores - L_b)  # (..., bq, bk); 0 where masked or L = +inf
             dV[..., k0:k1, :] += P.transpose(-2, -1) @ dO_b
             dP = dO_b @ V[..., k0:k1, :].transpose(-2, -1)
-            dZ = P * (dP - D_b)
+            dZ = P * (dP - delta_b)
             dQ[..., q0:q1, :] += dZ @ K[..., k0:k1, :] * scale
             dK[..., k0:k1, :] += dZ.transpose(-2, -1) @ Q[..., q0:q1, :] * scale
     # inputs broadcast over the batch dimensions get the sum of their gradients

@@ -50,8 +50,16 @@ def label_smoothed_loss(
     )
     # (B, T): -log p(reference)
     nll = -log_p.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    # (B, T): mean over non-pad tokens
-    uniform = -(log_p.sum(dim=-1) - log_p[..., pad_id]) / (vocab_size - 1)
+    # (B, T): mean over the non-pad tokens, the pad column left out before summing (not
+    # subtracted after: with log p(pad) near -inf that cancels badly, or gives NaN)
+    is_pad = torch.arange(vocab_size, device=logits.device) == pad_id  # (|V|,)
+    uniform = -log_p.masked_fill(is_pad, 0.0).sum(dim=-1) / (vocab_size - 1)
     per_token = (1.0 - smoothing) * nll + smoothing * uniform  # (B, T)
-    keep = (target != pad_id).to(per_token.dtype)  # (B, T), 0 on padding
-    return (per_token * keep).sum(), (nll * keep).sum(), keep.sum()
+    keep = target != pad_id  # (B, T), False on padding
+    # a padded position adds 0, even if its terms are infinite
+    zero = per_token.new_zeros(())
+    return (
+        torch.where(keep, per_token, zero).sum(),
+        torch.where(keep, nll, zero).sum(),
+        keep.to(per_token.dtype).sum(),
+    )

@@ -258,17 +258,6 @@ class SeedPairs:
     def _standard_error(self) -> float:
         return mean_sd(self.gaps)[1] / math.sqrt(len(self.gaps))
 
-    def verdict(self, seed_p: float, a: str, b: str, level: float = LEVEL) -> str:
-        """A single comparison's verdict: a recipe is better only if it is ahead in
-        every seed, every seed's paired test gives p < level, and so does the test over
-        the seeds (`seed_p`); anything else is not distinguishable, not equal. A family
-        of comparisons goes through `compare`, which also corrects for their number."""
-        if not self.one_sign:
-            return "seeds disagree: not distinguishable at this budget"
-        if max(self.p_values) >= level or seed_p >= level:
-            return "not distinguishable at this budget"
-        return f"{b if self.mean_gap > 0 else a} better"
-
 
 def paired_over_seeds(
     runs: Sequence[tuple[Sequence[str], Sequence[str]]],
