@@ -291,6 +291,7 @@ def save_checkpoint(
     never half of one.
     Contents: model.safetensors (whose metadata repeats the model config, tying the
     weights to it), model_config.json, train_config.json, the tokenizer model(s),
+    SHA256SUMS (their digests),
     training_state.json + training_state.safetensors (optimiser, scheduler, RNG, data
     position).
     """
