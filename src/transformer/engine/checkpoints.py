@@ -291,9 +291,8 @@ def save_checkpoint(
     never half of one.
     Contents: model.safetensors (whose metadata repeats the model config, tying the
     weights to it), model_config.json, train_config.json, the tokenizer model(s),
-    SHA256SUMS (their digests),
-    training_state.json + training_state.safetensors (optimiser, scheduler, RNG, data
-    position).
+    SHA256SUMS, training_state.json + training_state.safetensors (optimiser,
+    scheduler, RNG, data position).
     """
     # replace: a leftover of a crashed run that no pointer names
     with atomic_folder(directory, replace=True) as tmp:
