@@ -59,7 +59,8 @@ def parts_for(config: TransformerConfig, parts: Parts | None) -> Parts:
     if parts is None and type(config) is not TransformerConfig:
         raise TypeError(
             f"a {type(config).__name__} chooses the model's parts: build it with "
-            "transformer.build_model(config), or pass parts= (chapter 16's modern_parts)"
+            "transformer.build_model(config), or pass parts= "
+            "(chapter 16's modern_parts)"
         )
     return PAPER if parts is None else parts
 
