@@ -1,6 +1,8 @@
 """Tests for transformer.engine.config (appendix 92): every shipped config loads, a bad one is refused with a
 message that names the setting, and any value of any field gives a config or a one-line ConfigError."""
 
+import dataclasses
+import re
 import tomllib
 
 import pytest
@@ -147,3 +149,18 @@ def test_any_value_written_in_a_toml_file_gives_a_config_or_a_one_line_config_er
         TrainConfig.from_toml(write_config(folder / "c.toml", data))
     except ConfigError as e:
         assert str(e) and "\n" not in str(e), str(e)
+
+
+def test_a_setting_built_in_python_is_checked_strictly():
+    """Python can hand a config what no TOML file holds: bytes for a path (the run
+    wrote into a folder named "b'...'" under the current one), a NumPy integer."""
+    import numpy as np
+
+    config = TrainConfig()
+    for change, message in (
+        ({"out_dir": b"/tmp/x"}, re.escape("out_dir must be str, got b'/tmp/x'")),
+        ({"seed": np.int64(3)}, re.escape("seed must be int, got np.int64(3)")),
+        ({"seed": -1}, r"seed=-1 must be in \[0, 2\*\*63\)"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            dataclasses.replace(config, **change)

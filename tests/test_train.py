@@ -747,3 +747,34 @@ def test_validation_is_measured_without_dropout_and_leaves_training_mode_on():
     first, second = measure(), measure()
     assert first == second  # with dropout on, two passes would differ
     assert all(m.training for m in model.modules())
+
+
+def test_a_run_refused_at_the_lock_leaves_the_other_runs_files(tmp_path, monkeypatch):
+    """Two runs started into one folder at once: the one refused at the lock removes
+    nothing, although the other run made its tokenizer and metrics after the refused
+    one looked (before, the refused run's clean-up deleted them and the first run died
+    at its first save)."""
+    import fcntl
+
+    from transformer.engine import run_folder as rf
+    from transformer.engine.distributed import DistInfo
+
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = os.open(out, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the first run holds it
+    lock = rf._lock
+
+    def meanwhile(folder):  # the first run writes while the second starts
+        (folder / "tokenizer").mkdir()
+        (folder / "metrics.csv").write_text("step\n")
+        return lock(folder)
+
+    monkeypatch.setattr(rf, "_lock", meanwhile)
+    try:
+        with pytest.raises(ConfigError, match="in use by another training run"):
+            with rf.run_folder(out, DistInfo()):
+                pass
+    finally:
+        os.close(holder)
+    assert (out / "tokenizer").is_dir() and (out / "metrics.csv").exists()

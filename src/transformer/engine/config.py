@@ -142,10 +142,12 @@ def parse_config(cls, data, where: str = ""):
 
 
 def _check_type(value, tp, where: str):
-    """`value` as the annotation `tp` asks, or a ConfigError naming `where`."""
+    """`value` as `tp` asks, strictly (bytes are no str), or a ConfigError naming it."""
     try:
-        return _adapter(tp).validate_json(json.dumps(value, default=str), strict=True)
-    except ValidationError:
+        return _adapter(tp).validate_python(value, strict=True)
+    except ValidationError as e:
+        if e.errors()[0]["type"] in _OUT_OF_RANGE:
+            raise ConfigError(f"{where}={value!r} must be {range_of(tp)}") from None
         raise ConfigError(
             f"{where} must be {kind_of(tp)}, got {_shown(value)}"
         ) from None

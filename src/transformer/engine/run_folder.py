@@ -134,9 +134,9 @@ def run_folder(out: Path, info: DistInfo):
         return
     created = _make_run_folder(out)
     had = {n for n in _MADE if (out / n).exists()}
-    fd = None
+    # refused at the lock: the folder and what is in it are the other run's
+    fd = _lock(out)
     try:
-        fd = _lock(out)
         yield
     except BaseException:
         # refused, a bug, or Ctrl-C before the first checkpoint: nothing half-made stays
