@@ -36,7 +36,7 @@ OVER_ONE_SITTING = {
     "engine.trainer": 723,
     "engine.checkpoints": 694,
     "engine.config": 576,
-    "engine.corpora": 648,
+    "engine.corpora": 636,
     "decoding": 495,
     "engine.cli": 416,
 }
