@@ -387,3 +387,11 @@ def test_a_config_that_chooses_parts_is_refused_without_them():
     with pytest.raises(TypeError, match="build it with transformer.build_model"):
         Transformer(config)
     assert type(build_model(config).decoder.layers[0].norm1).__name__ == "RMSNorm"
+
+
+def test_build_model_names_what_it_takes():
+    from transformer.engine.model_config import build_model
+    from transformer.errors import InputError
+
+    with pytest.raises(InputError, match="build_model takes a ModelConfig, got dict"):
+        build_model({"d_model": 32})

@@ -18,7 +18,7 @@ from torch import nn
 
 from ..decoder_only import DecoderOnly
 from ..embedding import sinusoidal_positional_encoding
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ..model import Transformer
 from ..modern import modern_parts, rotary_angles
 from ..multihead import head_width, key_value_heads
@@ -112,6 +112,11 @@ def _check_together(c: ModelConfig) -> None:
 def build_model(config: ModelConfig) -> nn.Module:
     """The model `config` describes: chapter 08's `Transformer` made of chapter 16's
     parts, or with `num_encoder_layers = 0` chapter 18's `DecoderOnly`."""
+    if not isinstance(config, ModelConfig):
+        raise InputError(
+            f"build_model takes a ModelConfig, got {type(config).__name__}: "
+            "transformer.ModelConfig(src_vocab_size, tgt_vocab_size, ...)"
+        )
     decoder_only = config.num_encoder_layers == 0
     parts = modern_parts(
         config.norm,
