@@ -9,11 +9,12 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 import torch
 from filelock import FileLock  # a dependency of torch
+
+from helpers import open_page
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_DATA = ROOT / "data"  # the corpora, kept in the repository (data/README.md)
@@ -259,26 +260,7 @@ def _open_offline(browser, url: str):
 
     Waits until the page is loaded and idle (index.html forwards to the first page) and MathJax has typeset.
     """
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    errors: list[str] = []
-    refused: list[str] = []
-
-    def only_localhost(route):
-        if urlsplit(route.request.url).hostname == "127.0.0.1":
-            route.continue_()
-        else:
-            refused.append(route.request.url)
-            route.abort()
-
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.route("**/*", only_localhost)
-    page.goto(url, wait_until="load")
-    page.wait_for_load_state("networkidle")
-    page.evaluate(
-        "() => (window.MathJax && MathJax.startup && MathJax.startup.promise) || null"
-    )
-    return page, errors, refused
+    return open_page(browser, url, viewport={"width": 1280, "height": 900})
 
 
 @pytest.fixture(scope="session")

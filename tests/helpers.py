@@ -7,6 +7,7 @@ import json
 import math
 import tomllib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.toml"
@@ -112,3 +113,29 @@ def shipped_settings(name: str = "multi30k-de-en") -> dict:
     settings = json.loads((models_dir() / name / "model_config.json").read_text())
     settings.pop("format")
     return settings
+
+
+def open_page(target, url: str, **page_options):
+    """Open url in a new page of `target` (a browser, or a context of one's own: a
+    phone's, for instance) with every request that leaves localhost refused -> (page,
+    console errors, refused URLs), once loaded, idle and typeset by MathJax."""
+    page = target.new_page(**page_options)
+    errors: list[str] = []
+    refused: list[str] = []
+
+    def only_localhost(route):
+        if urlsplit(route.request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("**/*", only_localhost)
+    page.goto(url, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    page.evaluate(
+        "() => (window.MathJax && MathJax.startup && MathJax.startup.promise) || null"
+    )
+    return page, errors, refused

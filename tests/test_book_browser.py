@@ -24,6 +24,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from helpers import open_page
 
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = ROOT / "_build" / "screenshots"
@@ -103,32 +104,6 @@ READER_VIEW = """(columns) => {
     imagesWithoutFullSize: images.filter(i => !i.closest('a[href]')).length,
   };
 }"""
-
-
-def open_page(context, url: str):
-    """Open url in a browser context with every request that leaves localhost refused -> (page, errors,
-    refused URLs), once loaded, idle and typeset (as conftest's `open_offline`, in a context of one's own:
-    a phone's, for instance)."""
-    page = context.new_page()
-    errors: list[str] = []
-    refused: list[str] = []
-
-    def only_localhost(route):
-        if urlsplit(route.request.url).hostname == "127.0.0.1":
-            route.continue_()
-        else:
-            refused.append(route.request.url)
-            route.abort()
-
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.route("**/*", only_localhost)
-    page.goto(url, wait_until="load")
-    page.wait_for_load_state("networkidle")
-    page.evaluate(
-        "() => (window.MathJax && MathJax.startup && MathJax.startup.promise) || null"
-    )
-    return page, errors, refused
 
 
 @pytest.fixture(scope="module")
