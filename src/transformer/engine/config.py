@@ -20,7 +20,7 @@ from .corpora import MULTI30K_SPLITS
 from ..errors import ConfigError
 from ..files import read_regular_file
 from ..tokenizer import PAD_ID
-from .model_config import ModelConfig, kind_of, range_of
+from .model_config import ModelConfig, kind_of, range_of, shown
 
 # %% ../../../notebooks/92_configuration.ipynb #82236b93
 # an unknown key or a wrong type is an error, never a guess
@@ -67,12 +67,6 @@ _OUT_OF_RANGE = (
 )
 
 
-def _shown(value) -> str:
-    """A value as the error message quotes it: its repr, cut to one short line."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
     """Turn pydantic's report into one sentence that names the
     setting (the first problem only)."""
@@ -117,15 +111,15 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
         )
     if dataclasses.is_dataclass(tp):
         return ConfigError(
-            f"[{where}] must be a table of settings, got {_shown(e['input'])}"
+            f"[{where}] must be a table of settings, got {shown(e['input'])}"
             if where
-            else f"a config must be a table of settings, got {_shown(e['input'])}"
+            else f"a config must be a table of settings, got {shown(e['input'])}"
         )
     if e["type"] in _OUT_OF_RANGE:
         return ConfigError(f"{where}={e['input']!r} must be {range_of(tp)}")
     if e["type"] == "literal_error":
         return ConfigError(f"{where}={e['input']!r} must be {kind_of(tp)}")
-    return ConfigError(f"{where} must be {kind_of(tp)}, got {_shown(e['input'])}")
+    return ConfigError(f"{where} must be {kind_of(tp)}, got {shown(e['input'])}")
 
 
 def parse_config(cls, data, where: str = ""):
@@ -149,7 +143,7 @@ def _check_type(value, tp, where: str):
         if e.errors()[0]["type"] in _OUT_OF_RANGE:
             raise ConfigError(f"{where}={value!r} must be {range_of(tp)}") from None
         raise ConfigError(
-            f"{where} must be {kind_of(tp)}, got {_shown(value)}"
+            f"{where} must be {kind_of(tp)}, got {shown(value)}"
         ) from None
 
 # %% ../../../notebooks/92_configuration.ipynb #46e28385
