@@ -13,7 +13,8 @@ from transformer.engine.checkpoints import (
     read_train_config,
     save_model_files,
 )
-from transformer.engine.config import ModelSettings, check_resume_compatible
+from transformer.engine.config import ModelSettings
+from transformer.engine.config_parsing import check_resume_compatible
 from transformer.decoding import translate
 from transformer.engine.shipped import models_dir
 from transformer.errors import CheckpointError, InputError

@@ -395,3 +395,42 @@ def test_build_model_names_what_it_takes():
 
     with pytest.raises(InputError, match="build_model takes a ModelConfig, got dict"):
         build_model({"d_model": 32})
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    D_h=st.sampled_from([2, 4]),
+    h=st.integers(1, 3),
+    N=st.integers(1, 2),
+    seed=st.integers(0, 2**16),
+)
+def test_the_one_screen_listing_computes_the_package_model(D_h, h, N, seed):
+    """Chapter 08's one-screen reference and the package's `Transformer` (post-norm,
+    one shared embedding, no dropout) give the same logits on a padded batch."""
+    from transformer.reference import OneScreenTransformer, one_screen_weights
+
+    D, V = D_h * h, 13
+    torch.manual_seed(seed)
+    config = TransformerConfig(
+        V,
+        V,
+        d_model=D,
+        num_heads=h,
+        num_encoder_layers=N,
+        num_decoder_layers=N,
+        d_ff=2 * D,
+        dropout=0.0,
+        max_len=16,
+        share_embeddings=True,
+    )
+    package = Transformer(config).eval()
+    one_screen = OneScreenTransformer(V, D, h, N, 2 * D, pad_id=0, max_len=16).eval()
+    one_screen.load_state_dict(one_screen_weights(package.state_dict()))
+    src = torch.randint(4, V, (3, 7))
+    src[1, 5:] = 0  # padding on the right
+    tgt = torch.randint(4, V, (3, 6))
+    tgt[2, 4:] = 0
+    with torch.no_grad():
+        torch.testing.assert_close(
+            one_screen(src, tgt), package(src, tgt), rtol=1e-5, atol=1e-5
+        )

@@ -33,9 +33,7 @@ LONGEST_MODULE = 400  # lines: a module a reader can hold in one sitting (STYLE.
 # Modules still over it, each at most its length today: the list only shrinks, and a
 # module in it may not grow (the redesign splits them: two ideas each).
 OVER_ONE_SITTING = {
-    "engine.trainer": 723,
     "engine.checkpoints": 694,
-    "engine.config": 570,
     "engine.corpora": 636,
     "decoding": 495,
     "engine.cli": 416,
@@ -308,7 +306,7 @@ ONE_HOME = {
     "rotate pairs of dimensions": "modern.py",  # rotary_angles
     "must be a positive even number": "embedding.py",  # the sinusoid
     "a stack needs at least one layer": "blocks.py",  # layer_stack
-    "unknown setting(s)": "engine/config.py",  # pydantic's report, rewritten once
+    "unknown setting(s)": "engine/config_parsing.py",  # pydantic's report, rewritten once
 }
 
 

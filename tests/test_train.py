@@ -23,6 +23,7 @@ from safetensors.torch import load_file
 
 from helpers import one_layer_config
 
+import transformer.engine.run_setup as run_setup
 import transformer.engine.trainer as train_module
 from transformer.engine.checkpoints import (
     checkpoint_problem,
@@ -195,7 +196,7 @@ def _loss(model):
 
 
 def test_adamw_decays_the_matrices_only_and_without_decay_steps_as_adam():
-    from transformer.engine.trainer import parameter_groups
+    from transformer.engine.run_setup import parameter_groups
 
     model = _small_model()
     decay, rest = parameter_groups(model, 0.1)
@@ -225,7 +226,7 @@ def test_an_optimiser_state_saved_in_one_group_is_refused_with_one_line(tmp_path
     as runs before the parameter groups saved it) is not migrated: it is refused, naming
     the file and what to do."""
     from transformer.engine.distributed import DistInfo
-    from transformer.engine.trainer import _restore_training_state, parameter_groups
+    from transformer.engine.run_setup import _restore_training_state, parameter_groups
 
     model = _small_model()
     one = torch.optim.Adam(model.parameters(), lr=1.0)
@@ -657,13 +658,12 @@ def test_keep_freed_memory_stops_a_block_used_every_step_from_being_faulted_in_a
 def test_bf16_on_a_cpu_without_bf16_instructions_is_refused_before_anything_is_written(
     tiny_train_config, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(train_module, "cpu_has_bf16_matmul", lambda: False)
+    monkeypatch.setattr(run_setup, "cpu_has_bf16_matmul", lambda: False)
     with pytest.raises(ConfigError, match='set precision = "fp32"'):
         train(tiny_train_config(tmp_path, precision="bf16"))
     assert not (tmp_path / "run").exists()
-    monkeypatch.setattr(
-        train_module, "cpu_has_bf16_matmul", lambda: None
-    )  # cannot tell: the run starts
+    # cannot tell: the run starts
+    monkeypatch.setattr(run_setup, "cpu_has_bf16_matmul", lambda: None)
     train(tiny_train_config(tmp_path, precision="bf16", optim__max_steps=2))
     assert latest_checkpoint(tmp_path / "run" / "checkpoints") is not None
 

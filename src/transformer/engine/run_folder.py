@@ -25,7 +25,8 @@ from transformer.engine.checkpoints import (
     read_train_config,
     resumable_checkpoint,
 )
-from .config import TrainConfig, check_resume_compatible
+from .config import TrainConfig
+from .config_parsing import check_resume_compatible
 from .data_fingerprint import check_same_data, data_fingerprint
 from .distributed import DistInfo
 from transformer.errors import (
