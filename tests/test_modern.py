@@ -16,11 +16,11 @@ from transformer.modern import (
     RMSNorm,
     RotaryPositions,
     SwiGLU,
-    modern_parts,
     rotary_angles,
     rotary_self_attention,
     rotate,
 )
+from transformer.attention_cost import GroupedQueryAttention, grouped_query_parts
 from transformer.multihead import KVCache, MultiHeadAttention
 
 SMALL = dict(
@@ -129,7 +129,7 @@ def test_swiglu_keeps_the_relu_networks_parameter_count_within_half_a_percent():
 
 def test_grouped_query_attention_with_as_many_groups_as_heads_is_multi_head_attention():
     torch.manual_seed(0)
-    mha, gqa = MultiHeadAttention(32, 4), MultiHeadAttention(32, 4, num_kv_heads=4)
+    mha, gqa = MultiHeadAttention(32, 4), GroupedQueryAttention(32, 4, num_kv_heads=4)
     gqa.load_state_dict(mha.state_dict())
     x = torch.randn(2, 5, 32)
     torch.testing.assert_close(gqa(x, x, x), mha(x, x, x))
@@ -159,7 +159,7 @@ def test_grouped_query_attention_is_attention_with_each_key_value_head_repeated(
     """The grouped queries (no copy of K or V) compute what repeating each key/value
     head for its query heads computes, weights included."""
     torch.manual_seed(0)
-    gqa, mha = MultiHeadAttention(32, 4, num_kv_heads=2), MultiHeadAttention(32, 4)
+    gqa, mha = GroupedQueryAttention(32, 4, num_kv_heads=2), MultiHeadAttention(32, 4)
     with torch.no_grad():
         mha.W_q.load_state_dict(gqa.W_q.state_dict())
         mha.W_o.load_state_dict(gqa.W_o.state_dict())
@@ -181,7 +181,7 @@ def test_grouped_query_attention_is_attention_with_each_key_value_head_repeated(
 
 
 def test_the_cache_of_grouped_query_attention_holds_only_its_key_value_heads():
-    attn, cache = MultiHeadAttention(32, 4, num_kv_heads=1), KVCache()
+    attn, cache = GroupedQueryAttention(32, 4, num_kv_heads=1), KVCache()
     for _ in range(3):
         x = torch.randn(2, 1, 32)
         attn(x, x, x, cache=cache)
@@ -197,7 +197,7 @@ def test_the_cache_of_grouped_query_attention_holds_only_its_key_value_heads():
 def test_grouped_query_attention_is_in_the_decoders_two_attentions_only(positions):
     model = build_model(ModelConfig(**SMALL, kv_heads=1, positions=positions))
     for layer in model.encoder.layers:  # nothing is cached there: all h heads
-        assert layer.self_attn.num_kv_heads == 4
+        assert type(layer.self_attn) is MultiHeadAttention
     for layer in model.decoder.layers:
         assert layer.self_attn.num_kv_heads == layer.cross_attn.num_kv_heads == 1
         assert (layer.self_attn.rotary is None) == (positions == "sinusoidal")
@@ -206,7 +206,7 @@ def test_grouped_query_attention_is_in_the_decoders_two_attentions_only(position
 
 def test_num_kv_heads_must_divide_the_heads():
     with pytest.raises(ValueError, match="must divide"):
-        MultiHeadAttention(32, 4, num_kv_heads=3)
+        GroupedQueryAttention(32, 4, num_kv_heads=3)
     with pytest.raises(ValueError, match="kv_heads"):
         ModelConfig(**SMALL, kv_heads=3)
 
@@ -233,12 +233,12 @@ def test_the_paper_config_builds_the_very_model_of_chapter_08_draw_for_draw():
 
 
 def test_a_layer_is_made_of_the_parts_it_is_given_and_nothing_reaches_into_it_afterwards():
-    parts = modern_parts(
+    parts = grouped_query_parts(
+        2,
         norm="rms",
         positions="rotary",
         feed_forward="swiglu",
         bias=False,
-        kv_heads=2,
         max_len=512,
     )
     layer = EncoderLayer(32, 4, 64, parts=parts)
@@ -246,7 +246,7 @@ def test_a_layer_is_made_of_the_parts_it_is_given_and_nothing_reaches_into_it_af
     # an encoder layer: all heads (grouped-query attention is the decoder's)
     assert (
         isinstance(layer.self_attn.rotary, RotaryPositions)
-        and layer.self_attn.num_kv_heads == 4
+        and type(layer.self_attn) is MultiHeadAttention
     )
     assert (
         type(EncoderLayer(32, 4, 64).norm1) is torch.nn.LayerNorm and PAPER == Parts()

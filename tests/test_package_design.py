@@ -302,7 +302,7 @@ ONE_HOME = {
     "must be an integer >= 1": "checks.py",  # a translator's batch size
     "1 cuts nothing": "checks.py",  # sampling's top_p
     "is not divisible by num_heads": "multihead.py",  # head_width
-    "must divide num_heads": "multihead.py",  # key_value_heads
+    "must divide num_heads": "attention_cost.py",  # key_value_heads
     "rotate pairs of dimensions": "modern.py",  # rotary_angles
     "must be a positive even number": "embedding.py",  # the sinusoid
     "a stack needs at least one layer": "blocks.py",  # layer_stack

@@ -152,7 +152,6 @@ def modern_parts(
     positions: Literal["sinusoidal", "rotary"] = "sinusoidal",
     feed_forward: Literal["relu", "swiglu"] = "relu",
     bias: bool = True,
-    kv_heads: int | None = None,
     *,
     max_len: int,
 ) -> Parts:
@@ -160,8 +159,7 @@ def modern_parts(
     paper's. `norm`: LayerNorm or RMSNorm; `positions`: added to the embeddings, or
     turning queries and keys (rotary tables of `max_len` positions); `feed_forward`:
     the paper's two layers, or gated at the same size; `bias=False`: no bias in any
-    linear layer or norm; `kv_heads`: key/value heads of the decoder's two attention
-    blocks (grouped-query when fewer than h; the encoder keeps all h)."""
+    linear layer or norm."""
     attention = partial(MultiHeadAttention, bias=bias)
     rotary = positions == "rotary"
     self_attention = (
@@ -174,11 +172,10 @@ def modern_parts(
         feed_forward=partial(
             SwiGLU if feed_forward == "swiglu" else FeedForward, bias=bias
         ),
-        self_attention=self_attention,  # the encoder's: nothing is cached there
-        # grouped-query attention where decoding keeps keys and values (chapter 17)
-        decoder_self_attention=partial(self_attention, num_kv_heads=kv_heads),
+        self_attention=self_attention,
+        decoder_self_attention=self_attention,
         # never rotary: a target and a source position have no distance
-        cross_attention=partial(attention, num_kv_heads=kv_heads),
+        cross_attention=attention,
         positions=EmbeddingDropout if rotary else PositionalEncoding,
         generator=partial(nn.Linear, bias=bias),
     )

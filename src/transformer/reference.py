@@ -171,7 +171,7 @@ class OneScreenTransformer(nn.Module):
     source, target and generator, without dropout: the package's `Transformer` with
     those settings computes the same logits (tests/test_model.py checks it)."""
 
-    def __init__(self, vocab_size, D=512, h=8, N=6, D_ff=2048, pad_id=0, max_len=512):
+    def __init__(self, vocab_size, D=512, h=8, N=6, D_ff=2048, pad_id=0, *, max_len):
         super().__init__()
         # source, target and generator share it
         self.embed = nn.Embedding(vocab_size, D)

@@ -21,7 +21,8 @@ from ..embedding import sinusoidal_positional_encoding
 from ..errors import ConfigError, InputError
 from ..model import Transformer
 from ..modern import modern_parts, rotary_angles
-from ..multihead import head_width, key_value_heads
+from ..multihead import head_width
+from ..attention_cost import grouped_query_parts, key_value_heads
 
 AtLeastOne = Annotated[int, Field(ge=1)]
 AtLeastZero = Annotated[int, Field(ge=0)]
@@ -84,7 +85,8 @@ def _check_together(c: ModelConfig) -> None:
         sinusoidal_positional_encoding(0, c.d_model)  # an even D
     else:
         rotary_angles(0, d_head)  # an even head width
-    key_value_heads(c.num_heads, c.kv_heads or None)  # whole groups of heads
+    if c.kv_heads:
+        key_value_heads(c.num_heads, c.kv_heads)  # whole groups of heads
     if not c.pad_id < min(c.src_vocab_size, c.tgt_vocab_size):
         raise ValueError(
             f"pad_id={c.pad_id} is not a token id of both vocabularies "
@@ -111,21 +113,26 @@ def _check_together(c: ModelConfig) -> None:
 
 def build_model(config: ModelConfig) -> nn.Module:
     """The model `config` describes: chapter 08's `Transformer` made of chapter 16's
-    parts, or with `num_encoder_layers = 0` chapter 18's `DecoderOnly`."""
+    parts (with chapter 17's grouped-query attention when `kv_heads` asks for it), or
+    with `num_encoder_layers = 0` chapter 18's `DecoderOnly`."""
     if not isinstance(config, ModelConfig):
         raise InputError(
             f"build_model takes a ModelConfig, got {type(config).__name__}: "
             "transformer.ModelConfig(src_vocab_size, tgt_vocab_size, ...)"
         )
     decoder_only = config.num_encoder_layers == 0
-    parts = modern_parts(
-        config.norm,
-        config.positions,
-        config.feed_forward,
-        config.bias,
-        kv_heads=config.kv_heads or None,
+    choices = dict(
+        norm=config.norm,
+        positions=config.positions,
+        feed_forward=config.feed_forward,
+        bias=config.bias,
         # a decoder-only sequence holds a source, then an output: 2 max_len positions
         max_len=2 * config.max_len if decoder_only else config.max_len,
+    )
+    parts = (
+        grouped_query_parts(config.kv_heads, **choices)
+        if config.kv_heads
+        else modern_parts(**choices)
     )
     if decoder_only:
         return DecoderOnly(config, parts, config.source_mask)
