@@ -81,11 +81,11 @@ def test_matches_torch_multihead_attention_on_random_shapes(
             x, kv, kv, average_attn_weights=False, **torch_kwargs
         )
         fused = ours(x, kv, kv, mask)
-        explicit = ours(x, kv, kv, mask, need_weights=True)
+        explicit, weights = ours(x, kv, kv, mask, need_weights=True)
     assert fused.shape == (B, T, D)
     torch.testing.assert_close(fused, expected, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(explicit, expected, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(ours.last_weights, expected_w, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(weights, expected_w, rtol=1e-4, atol=1e-5)
 
 
 @FAST
@@ -98,7 +98,7 @@ def test_per_head_projections_equal_one_projection_then_split(shape, seed):
     layer = MultiHeadAttention(D, h).eval()
     x, kv = torch.randn(B, T, D), torch.randn(B, S, D)
     with torch.no_grad():
-        layer(x, kv, kv, need_weights=True)
+        _, weights = layer(x, kv, kv, need_weights=True)
         heads = []
         for i in range(h):
             rows = slice(
@@ -108,7 +108,7 @@ def test_per_head_projections_equal_one_projection_then_split(shape, seed):
             k = kv @ layer.W_k.weight[rows].T + layer.W_k.bias[rows]  # (B, S, D_h)
             v = kv @ layer.W_v.weight[rows].T + layer.W_v.bias[rows]  # (B, S, D_h)
             H_i, w_i = attention(q, k, v)
-            torch.testing.assert_close(w_i, layer.last_weights[:, i])
+            torch.testing.assert_close(w_i, weights[:, i])
             heads.append(H_i)
         concat = torch.cat(heads, dim=-1)  # (B, T, D)
         torch.testing.assert_close(
@@ -134,7 +134,7 @@ def test_fused_and_explicit_paths_agree_with_dropout_off():
     mask = torch.rand(2, 1, 4, 6) > 0.3
     with torch.no_grad():
         torch.testing.assert_close(
-            layer(x, kv, kv, mask), layer(x, kv, kv, mask, need_weights=True)
+            layer(x, kv, kv, mask), layer(x, kv, kv, mask, need_weights=True)[0]
         )
         assert torch.equal(layer(x, kv, kv, mask), layer(x, kv, kv, mask))
 
@@ -146,24 +146,23 @@ def test_dropout_changes_outputs_only_in_training_mode():
     layer.train()
     assert not torch.equal(layer(x, x, x), layer(x, x, x))
     assert not torch.equal(
-        layer(x, x, x, need_weights=True), layer(x, x, x, need_weights=True)
+        layer(x, x, x, need_weights=True)[0], layer(x, x, x, need_weights=True)[0]
     )
     layer.eval()
     assert torch.equal(layer(x, x, x), layer(x, x, x))
 
 
-def test_default_path_stores_no_weights_and_need_weights_records_them():
+def test_weights_are_returned_when_asked_for_and_never_kept_on_the_layer():
     layer = MultiHeadAttention(8, 2)
     x = torch.randn(1, 3, 8)
-    layer(x, x, x, need_weights=True)
-    assert layer.last_weights.shape == (1, 2, 3, 3)
-    assert not layer.last_weights.requires_grad
-    torch.testing.assert_close(layer.last_weights.sum(-1), torch.ones(1, 2, 3))
-    layer(x, x, x)
-    assert layer.last_weights is None
-    layer.need_weights = True  # the switch for calls made from inside a bigger model
-    layer(x, x, x)
-    assert layer.last_weights is not None
+    before = set(vars(layer))
+    out, weights = layer(x, x, x, need_weights=True)
+    assert out.shape == (1, 3, 8) and weights.shape == (1, 2, 3, 3)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(1, 2, 3))
+    assert isinstance(layer(x, x, x), torch.Tensor)  # the default: the output alone
+    assert set(vars(layer)) == before  # nothing parked on the module
+    with pytest.raises(TypeError):
+        layer(x, x, x, None, True)  # need_weights is a keyword: no positional slip
 
 
 @pytest.mark.parametrize("need_weights", [False, True])
@@ -198,6 +197,7 @@ def test_query_with_no_allowed_key_gets_zero_attention_not_nan(need_weights):
     mask = torch.ones(4, 4, dtype=torch.bool).tril()
     mask[2] = False  # query 2 may see nothing
     out = layer(x, x, x, mask, need_weights=need_weights)
+    out = out[0] if need_weights else out
     assert torch.isfinite(out).all()
     torch.testing.assert_close(
         out[0, 2], layer.W_o.bias

@@ -17,7 +17,7 @@ from transformer.decoding import translate
 from transformer.engine.onnx_export import weights_sha256
 from transformer.engine.onnx_translator import OnnxTranslator
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from transformer.visualize import keeping_weights
+from transformer.visualize import recording_weights
 from helpers import shipped_settings
 
 onnxruntime = pytest.importorskip("onnxruntime")
@@ -72,15 +72,13 @@ def test_scores_memory_and_cross_attention_match_pytorch(exported, name):
             for _, t in pairs
         ]
     )
-    with torch.no_grad(), keeping_weights(model):
+    with torch.no_grad(), recording_weights(model) as weights:
         memory = model.encode(src, model.make_src_mask(src))
         h = model.decode(
             tgt, memory, model.make_src_mask(src), model.make_tgt_mask(tgt)
         )
         scores = model.generator(h)[:, -1]
-        cross = torch.stack(
-            [layer.cross_attn.last_weights for layer in model.decoder.layers]
-        )
+    cross = torch.stack([weights[layer.cross_attn] for layer in model.decoder.layers])
 
     t = OnnxTranslator(folder)
     (memory_ort,) = t.encoder.run(None, {"src": src.numpy()})
@@ -108,8 +106,8 @@ def test_the_decoder_graph_returns_its_weights_outside_any_context(exported):
     assert scores.shape == (2, model.config.tgt_vocab_size)
     assert cross.shape == (layers, 2, heads, 2, 4)
     torch.testing.assert_close(cross.sum(-1), torch.ones(layers, 2, heads, 2))
-    assert not any(getattr(m, "need_weights", False) for m in model.modules()), (
-        "a block was left on the explicit path"
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()), (
+        "a block was left with a hook"
     )
 
 

@@ -17,7 +17,7 @@ from transformer.visualize import (
     attention_maps,
     attention_module,
     attention_weights,
-    keeping_weights,
+    recording_weights,
     plot_attention,
     zeroed_head,
 )
@@ -97,16 +97,16 @@ def test_weights_come_from_the_models_own_explicit_attention(tiny, monkeypatch):
     torch.testing.assert_close(w["encoder"][0], returned[0], rtol=0, atol=0)
 
 
-def test_keeping_weights_restores_the_fused_path_and_changes_no_output(tiny):
+def test_recording_weights_changes_no_output_and_leaves_no_hook_behind(tiny):
     src, tgt = batch()
     with torch.no_grad():
         fused = tiny(src, tgt)
-        with keeping_weights(tiny):
+        with recording_weights(tiny) as weights:
             explicit = tiny(src, tgt)
     torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
-    assert not any(
-        m.need_weights for m in tiny.modules() if isinstance(m, MultiHeadAttention)
-    )
+    blocks = [m for m in tiny.modules() if isinstance(m, MultiHeadAttention)]
+    assert set(weights) == set(blocks)  # every block handed over its weights
+    assert not any(b._forward_hooks or b._forward_pre_hooks for b in blocks)
 
 
 def test_zeroed_head_zeroes_exactly_that_heads_slice_and_is_undone(tiny):

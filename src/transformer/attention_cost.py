@@ -310,16 +310,18 @@ class GroupedQueryAttention(MultiHeadAttention):
 
     def _attend(
         self, Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None, need_weights: bool
-    ) -> Tensor:
-        """Q (B, h, T, D_h) against K, V (B, h_kv, S, D_h) -> (B, h, T, D_h)."""
+    ) -> tuple[Tensor, Tensor | None]:
+        """Q (B, h, T, D_h) against K, V (B, h_kv, S, D_h) -> (B, h, T, D_h), and
+        the weights (B, h, T, S) when asked for."""
         h, T = Q.shape[1], Q.shape[2]
         g = h // self.num_kv_heads  # query heads per key/value head
         Q = group_queries(Q, g)  # (B, h_kv, g T, D_h)
         mask = None if mask is None else group_mask(mask, h, T, g)
-        A = super()._attend(Q, K, V, mask, need_weights)  # (B, h_kv, g T, D_h)
-        if self.last_weights is not None:
-            self.last_weights = ungroup(self.last_weights, g, T)  # (B, h, T, S)
-        return ungroup(A, g, T)  # (B, h, T, D_h)
+        # (B, h_kv, g T, D_h), (B, h_kv, g T, S)
+        A, weights = super()._attend(Q, K, V, mask, need_weights)
+        if weights is not None:
+            weights = ungroup(weights, g, T)  # (B, h, T, S)
+        return ungroup(A, g, T), weights  # (B, h, T, D_h)
 
 
 def _grouped_attention(

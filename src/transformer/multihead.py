@@ -172,9 +172,9 @@ class MultiHeadAttention(nn.Module):
     `mask` is boolean, broadcastable to (B, h, T, S), True where a query may attend to a
     key (the convention of `attention`); a query with no allowed key gets a zero
     attention output. The default path calls the fused `scaled_dot_product_attention`
-    and keeps nothing; with `need_weights=True` (the argument, or the attribute when the
-    argument is left as None) it runs the explicit `attention` and keeps the weights
-    (B, h, T, S) in `self.last_weights`. With `cache` (a `KVCache`), keys and values of
+    and returns the output alone; with `need_weights=True` it runs the explicit
+    `attention` and returns (output, weights), the weights (B, h, T, S). Nothing is
+    kept on the layer between calls. With `cache` (a `KVCache`), keys and values of
     earlier calls are kept and reused; `fixed=True` says that key and value are the
     same at every call (an encoder output): projected once, then read back. `rotary`
     (None here) turns queries and keys by their positions, from `offset` on.
@@ -198,9 +198,6 @@ class MultiHeadAttention(nn.Module):
         self.W_v = nn.Linear(d_model, d_model, bias=bias)  # (W^V)^T: (D, D)
         # (W^O)^T: mixes the concatenated heads
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
-        # default of forward's need_weights, settable from outside a model
-        self.need_weights = False
-        self.last_weights: Tensor | None = None
         # chapter 16: rotary(x (B, h, L, D_h), first position) -> x turned
         self.rotary = rotary
 
@@ -222,13 +219,12 @@ class MultiHeadAttention(nn.Module):
         key: Tensor,
         value: Tensor,
         mask: Tensor | None = None,
-        need_weights: bool | None = None,
+        *,
+        need_weights: bool = False,
         cache: KVCache | None = None,
         fixed: bool = False,
         offset: int | Tensor = 0,
-    ) -> Tensor:
-        if need_weights is None:
-            need_weights = self.need_weights
+    ) -> Tensor | tuple[Tensor, Tensor]:
         # offset: the position of the first new query (one per row, or for all), which
         # the model works out once; only `rotary` reads it
         if (
@@ -248,23 +244,24 @@ class MultiHeadAttention(nn.Module):
         Q = self._turn(self.split_heads(self.W_q(query)), offset)  # (B, h, T, D_h)
         # (B, h, S, D_h) each; S counts the cached ones
         K, V = self._keys_values(key, value, cache, fixed, offset)
-        A = self._attend(Q, K, V, mask, need_weights)  # (B, h, T, D_h)
-        return self.W_o(self.merge_heads(A))  # (B, T, D)
+        # (B, h, T, D_h), and (B, h, T, S) when asked for, else None
+        A, weights = self._attend(Q, K, V, mask, need_weights)
+        out = self.W_o(self.merge_heads(A))  # (B, T, D)
+        return (out, weights) if need_weights else out
 
     def _attend(
         self, Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None, need_weights: bool
-    ) -> Tensor:
-        """Q (B, h, T, D_h) against K, V (B, h, S, D_h) -> (B, h, T, D_h)."""
+    ) -> tuple[Tensor, Tensor | None]:
+        """Q (B, h, T, D_h) against K, V (B, h, S, D_h) -> (B, h, T, D_h), and the
+        weights (B, h, T, S) on the explicit path (None on the fused one)."""
         p = self.dropout if self.training else 0.0
         if not need_weights:
-            self.last_weights = None
-            return _fused_attention(Q, K, V, mask, p)  # (B, h, T, D_h)
+            return _fused_attention(Q, K, V, mask, p), None  # (B, h, T, D_h)
         A, weights = attention(Q, K, V, mask)  # (B, h, T, D_h), (B, h, T, S)
-        self.last_weights = weights.detach()
         if p > 0:
             # dropout on the weights, as the fused kernel does
             A = F.dropout(weights, p) @ V
-        return A
+        return A, weights
 
     def _keys_values(
         self,

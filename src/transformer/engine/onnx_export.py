@@ -18,7 +18,7 @@ from ..decoding import MAX_LEN_A, MAX_LEN_B
 from ..errors import InputError
 from ..files import atomic_folder, atomic_write_bytes
 from ..tokenizer import BOS_ID, EOS_ID, PAD_ID
-from ..visualize import keeping_weights
+from ..visualize import recording_weights
 
 OPSET = 17
 FORMAT = 1
@@ -52,12 +52,12 @@ class DecoderGraph(nn.Module):
         self, memory: Tensor, src: Tensor, tgt: Tensor
     ) -> tuple[Tensor, Tensor]:
         m = self.model
-        with keeping_weights(m):  # every block keeps this pass's weights
+        with recording_weights(m) as weights:  # this pass's weights, every block's
             # (B, T, D)
             h = m.decode(tgt, memory, m.make_src_mask(src), m.make_tgt_mask(tgt))
-            cross = torch.stack(
-                [layer.cross_attn.last_weights for layer in m.decoder.layers]
-            )  # (N, B, h, T, S)
+        cross = torch.stack(
+            [weights[layer.cross_attn] for layer in m.decoder.layers]
+        )  # (N, B, h, T, S)
         return m.generator(h[:, -1]), cross  # (B, V), (N, B, h, T, S)
 
 # %% ../../../notebooks/96_onnx.ipynb #ca85851e
@@ -215,7 +215,7 @@ def _export_graphs(m: nn.Module, out: Path) -> None:
     # (2, 4): a padded batch, so masks are traced
     src = torch.tensor([[5, 6, 7, 8], [9, 10, PAD_ID, PAD_ID]])
     tgt = torch.tensor([[BOS_ID, 11, 12], [BOS_ID, 13, 14]])  # (2, 3)
-    with keeping_weights(m):  # the explicit attention path, traced plainly
+    with recording_weights(m):  # the explicit attention path, traced plainly
         memory = EncoderGraph(m)(src)
         _export(
             EncoderGraph(m),
@@ -225,20 +225,21 @@ def _export_graphs(m: nn.Module, out: Path) -> None:
             ["memory"],
             {"src": {0: "batch", 1: "src_len"}, "memory": {0: "batch", 1: "src_len"}},
         )
-        _export(
-            DecoderGraph(m),
-            (memory, src, tgt),
-            out / "decoder.onnx",
-            ["memory", "src", "tgt"],
-            ["logits", "cross_attention"],
-            {
-                "memory": {0: "batch", 1: "src_len"},
-                "src": {0: "batch", 1: "src_len"},
-                "tgt": {0: "batch", 1: "tgt_len"},
-                "logits": {0: "batch"},
-                "cross_attention": {1: "batch", 3: "tgt_len", 4: "src_len"},
-            },
-        )
+    # the decoder graph asks its blocks for their weights itself
+    _export(
+        DecoderGraph(m),
+        (memory, src, tgt),
+        out / "decoder.onnx",
+        ["memory", "src", "tgt"],
+        ["logits", "cross_attention"],
+        {
+            "memory": {0: "batch", 1: "src_len"},
+            "src": {0: "batch", 1: "src_len"},
+            "tgt": {0: "batch", 1: "tgt_len"},
+            "logits": {0: "batch"},
+            "cross_attention": {1: "batch", 3: "tgt_len", 4: "src_len"},
+        },
+    )
 
 
 def _translator_meta(checkpoint) -> dict:
