@@ -16,16 +16,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import transformer.engine.corpora as corpora
-from transformer.engine.corpora import (
+import transformer.engine.corpus_files as corpus_files
+from transformer.engine.corpus_files import (
     MULTI30K_SHA256,
     MULTI30K_SPLITS,
-    ChecksumError,
-    CorpusFormatError,
-    CorpusNotFoundError,
     data_search_path,
     default_data_dir,
     download_file,
     fetch_file,
+)
+from transformer.errors import ChecksumError, CorpusFormatError, CorpusNotFoundError
+from transformer.engine.corpora import (
     load_multi30k,
     load_parallel,
     load_tatoeba,
@@ -79,7 +80,7 @@ def offline(monkeypatch):
 def no_checkout(monkeypatch):
     """Pretend the course's own copy (the repository's data/) is not there."""
     monkeypatch.setattr(
-        corpora, "course_data_dir", lambda: None
+        corpus_files, "course_data_dir", lambda: None
     )  # where data_search_path looks it up
 
 
@@ -128,13 +129,13 @@ def test_sha256sums_covers_every_file_of_data_and_each_text_is_pinned(course_dat
         if line
     )
     on_disk = {p.relative_to(course_data).as_posix() for p in course_data.rglob("*.gz")}
-    assert set(sums) == on_disk == set(corpora.CORPUS_SHA256)
+    assert set(sums) == on_disk == set(corpus_files.CORPUS_SHA256)
     for relpath, value in sums.items():
         assert sha256(course_data / relpath) == value, relpath
         text = gzip.decompress((course_data / relpath).read_bytes())
-        assert hashlib.sha256(text).hexdigest() == corpora.CORPUS_SHA256[relpath], (
-            relpath
-        )
+        assert (
+            hashlib.sha256(text).hexdigest() == corpus_files.CORPUS_SHA256[relpath]
+        ), relpath
     assert (
         "CC-BY 2.0" in (course_data / "README.md").read_text()
         and "Elliott" in (course_data / "README.md").read_text()
@@ -144,12 +145,12 @@ def test_sha256sums_covers_every_file_of_data_and_each_text_is_pinned(course_dat
 def test_the_course_copy_is_found_in_the_repository_without_any_other_folder(
     course_data, monkeypatch, tmp_path
 ):
-    monkeypatch.delenv(corpora.DATA_ENV_VAR, raising=False)
+    monkeypatch.delenv(corpus_files.DATA_ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
     monkeypatch.setattr(
         urllib.request, "urlopen", lambda *a, **k: pytest.fail("tried to download")
     )
-    assert corpora.course_data_dir().resolve() == course_data.resolve()
+    assert corpus_files.course_data_dir().resolve() == course_data.resolve()
     assert (
         len(load_multi30k("val")) == 1_014
         and len(load_tatoeba("test")) == TATOEBA_SIZES["test"]
@@ -167,7 +168,7 @@ def test_a_damaged_corpus_file_is_one_line_naming_it_and_the_fix(
     root = tmp_path / "data"
     shutil.copytree(course_data, root)
     monkeypatch.setattr(
-        corpora, "course_data_dir", lambda: root
+        corpus_files, "course_data_dir", lambda: root
     )  # as if the damaged folder were the repository's
     target = root / relpath
     raw = target.read_bytes()
@@ -199,7 +200,7 @@ def test_a_damaged_corpus_file_is_one_line_naming_it_and_the_fix(
 def test_an_uncompressed_copy_of_the_right_text_is_accepted(course_data, tmp_path):
     (tmp_path / "tatoeba").mkdir()
     (tmp_path / "tatoeba" / "cmn-eng.tsv").write_bytes(
-        gzip.decompress((course_data / corpora.TATOEBA_FILE).read_bytes())
+        gzip.decompress((course_data / corpus_files.TATOEBA_FILE).read_bytes())
     )
     assert load_tatoeba("val", root=tmp_path) == load_tatoeba("val", root=course_data)
 
@@ -282,7 +283,7 @@ def test_present_files_never_touch_the_network(course_data, monkeypatch):
 
     monkeypatch.setattr(urllib.request, "urlopen", fail)
     assert len(load_multi30k("val", root=course_data)) == 1_014
-    monkeypatch.setenv(corpora.DATA_ENV_VAR, str(course_data))
+    monkeypatch.setenv(corpus_files.DATA_ENV_VAR, str(course_data))
     assert len(load_multi30k("val")) == 1_014
     assert len(load_tatoeba("val")) == TATOEBA_SIZES["val"]
 
@@ -290,9 +291,9 @@ def test_present_files_never_touch_the_network(course_data, monkeypatch):
 def test_default_data_dir_is_env_var_then_xdg_cache_then_home_cache(
     monkeypatch, tmp_path
 ):
-    monkeypatch.setenv(corpora.DATA_ENV_VAR, str(tmp_path / "env"))
+    monkeypatch.setenv(corpus_files.DATA_ENV_VAR, str(tmp_path / "env"))
     assert default_data_dir() == tmp_path / "env"
-    monkeypatch.delenv(corpora.DATA_ENV_VAR)
+    monkeypatch.delenv(corpus_files.DATA_ENV_VAR)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert default_data_dir() == tmp_path / "xdg" / "transformer"
     monkeypatch.delenv("XDG_CACHE_HOME")
@@ -302,10 +303,12 @@ def test_default_data_dir_is_env_var_then_xdg_cache_then_home_cache(
 
 def test_search_path_is_root_alone_or_env_course_copy_cache(monkeypatch, tmp_path):
     assert data_search_path(tmp_path) == [tmp_path]
-    monkeypatch.setenv(corpora.DATA_ENV_VAR, str(tmp_path / "env"))
-    monkeypatch.setattr(corpora, "course_data_dir", lambda: tmp_path / "repo" / "data")
+    monkeypatch.setenv(corpus_files.DATA_ENV_VAR, str(tmp_path / "env"))
+    monkeypatch.setattr(
+        corpus_files, "course_data_dir", lambda: tmp_path / "repo" / "data"
+    )
     assert data_search_path() == [tmp_path / "env", tmp_path / "repo" / "data"]
-    monkeypatch.delenv(corpora.DATA_ENV_VAR)
+    monkeypatch.delenv(corpus_files.DATA_ENV_VAR)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert data_search_path() == [
         tmp_path / "repo" / "data",
@@ -314,7 +317,7 @@ def test_search_path_is_root_alone_or_env_course_copy_cache(monkeypatch, tmp_pat
 
 
 def test_course_data_dir_is_the_repository_data_folder(course_data):
-    assert corpora.course_data_dir().resolve() == course_data.resolve()
+    assert corpus_files.course_data_dir().resolve() == course_data.resolve()
 
 
 def test_download_writes_the_verified_file(tmp_path):
@@ -368,7 +371,7 @@ def test_missing_corpus_goes_to_the_cache_when_no_root_is_given(
     monkeypatch.setattr(
         corpora, "MULTI30K_URL", (course_data / "multi30k").as_uri() + "/{name}"
     )
-    monkeypatch.delenv(corpora.DATA_ENV_VAR, raising=False)
+    monkeypatch.delenv(corpus_files.DATA_ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert len(load_multi30k("test_2017_flickr")) == 1_000
     assert (tmp_path / "transformer" / "multi30k" / "test_2017_flickr.en.gz").is_file()
@@ -386,7 +389,7 @@ def test_corrupt_multi30k_download_is_rejected(course_data, tmp_path, monkeypatc
 def test_missing_corpus_while_offline_is_a_clear_error(
     tmp_path, offline, no_checkout, monkeypatch
 ):
-    monkeypatch.setenv(corpora.DATA_ENV_VAR, str(tmp_path / "cache"))
+    monkeypatch.setenv(corpus_files.DATA_ENV_VAR, str(tmp_path / "cache"))
     with pytest.raises(CorpusNotFoundError) as info:
         load_multi30k("train")
     message = str(info.value)
@@ -394,9 +397,9 @@ def test_missing_corpus_while_offline_is_a_clear_error(
         "multi30k/train.de.gz is not in" in message
         and str(tmp_path / "cache") in message
     )
-    assert corpora.MULTI30K_URL.format(name="train.de.gz") in message
+    assert corpus_files.MULTI30K_URL.format(name="train.de.gz") in message
     assert "Temporary failure in name resolution" in message and "offline" in message
-    assert corpora.DATA_ENV_VAR in message
+    assert corpus_files.DATA_ENV_VAR in message
     assert isinstance(info.value, FileNotFoundError)
     assert (
         info.value.__cause__ is None and info.value.__suppress_context__
@@ -431,7 +434,7 @@ def _zip(path: Path, members: dict[str, bytes]) -> Path:
 def test_missing_tatoeba_is_extracted_from_the_zip_when_it_is_the_course_copy(
     course_data, tmp_path, monkeypatch
 ):
-    text = gzip.decompress((course_data / corpora.TATOEBA_FILE).read_bytes())
+    text = gzip.decompress((course_data / corpus_files.TATOEBA_FILE).read_bytes())
     archive = _zip(tmp_path / "cmn-eng.zip", {"cmn.txt": text, "_about.txt": b"about"})
     monkeypatch.setattr(corpora, "TATOEBA_URL", archive.as_uri())
     root = tmp_path / "data"

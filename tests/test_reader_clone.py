@@ -60,7 +60,7 @@ def test_the_clone_imports_its_own_package_and_finds_its_own_data(clone):
         course,
         env,
         "-c",
-        "import transformer.engine.corpora as c; print(c.__file__); print(c.data_search_path())",
+        "import transformer.engine.corpus_files as c; print(c.__file__); print(c.data_search_path())",
     )
     assert result.returncode == 0, result.stderr
     module, search = result.stdout.splitlines()

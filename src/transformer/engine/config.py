@@ -20,7 +20,7 @@ from transformer.engine.config_parsing import (
     check_type,
     parse_config,
 )
-from .corpora import MULTI30K_SPLITS
+from .corpus_files import MULTI30K_SPLITS
 from ..errors import ConfigError
 from ..files import read_regular_file
 from ..tokenizer import PAD_ID
