@@ -31,7 +31,8 @@ import torch
 
 from transformer.engine.corpora import load_multi30k
 from transformer.engine.shipped import load_translator, models_dir
-from transformer.decoding import greedy_decode, translate
+from transformer.decoding import greedy_decode
+from transformer.translation import translate
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import KVCache
 

@@ -44,7 +44,7 @@ from transformer.errors import (
     ConfigError,
     InputError,
 )
-from transformer.decoding import translate
+from transformer.translation import translate
 from transformer.engine.metrics import read_metrics
 
 from helpers import (

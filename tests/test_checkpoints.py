@@ -15,7 +15,7 @@ from transformer.engine.checkpoints import (
 )
 from transformer.engine.config import ModelSettings
 from transformer.engine.config_parsing import check_resume_compatible
-from transformer.decoding import translate
+from transformer.translation import translate
 from transformer.engine.shipped import models_dir
 from transformer.errors import CheckpointError, InputError
 from transformer.model import Transformer

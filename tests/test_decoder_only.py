@@ -9,7 +9,8 @@ from transformer.engine.checkpoints import load_checkpoint
 from transformer.engine.model_config import model_bytes
 from transformer.decoder_only import DecoderOnly, sample
 from transformer.engine.model_config import ModelConfig, build_model
-from transformer.decoding import DecoderSteps, beam_search, greedy_decode, translate
+from transformer.decoding import DecoderSteps, beam_search, greedy_decode
+from transformer.translation import translate
 from transformer.errors import ConfigError, InputError
 from transformer.masking import causal_mask
 from transformer.model import Transformer, evaluating

@@ -18,11 +18,9 @@ from transformer.decoding import (
     beam_search,
     greedy_decode,
     length_penalty,
-    length_batches,
     output_limits,
-    pad_rows,
-    translate,
 )
+from transformer.translation import length_batches, pad_rows, translate
 from transformer.model import Transformer, TransformerConfig
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 

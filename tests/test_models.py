@@ -13,7 +13,7 @@ from safetensors import safe_open
 
 from transformer.engine.corpora import load_multi30k
 from transformer.engine.shipped import SHIPPED_MODELS, load_translator, models_dir
-from transformer.decoding import translate
+from transformer.translation import translate
 from transformer.evaluation import corpus_bleu
 
 ROOT = Path(__file__).resolve().parents[1]

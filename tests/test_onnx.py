@@ -13,7 +13,7 @@ import torch
 from transformer.engine.shipped import SHIPPED_MODELS, load_translator
 from transformer.engine.cli import main
 from transformer.engine.corpora import split_pairs_for
-from transformer.decoding import translate
+from transformer.translation import translate
 from transformer.engine.onnx_export import weights_sha256
 from transformer.engine.onnx_translator import OnnxTranslator
 from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID

@@ -26,7 +26,7 @@ import torch
 from transformer.engine.corpora import load_tatoeba
 from transformer.data import collate
 from transformer.engine.shipped import load_translator
-from transformer.decoding import translate
+from transformer.translation import translate
 from transformer.evaluation import corpus_bleu, group_references
 from transformer.files import atomic_write_text
 from transformer.engine.trainer import train_step

@@ -22,7 +22,7 @@ import torch
 
 from transformer.engine.shipped import load_translator
 from transformer.engine.corpora import split_pairs_for
-from transformer.decoding import translate
+from transformer.translation import translate
 from transformer.stats import paired_bleu_test
 from transformer.evaluation import corpus_bleu, group_references
 from transformer.files import atomic_write_bytes

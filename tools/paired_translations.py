@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from transformer.decoding import translate
+from transformer.translation import translate
 from transformer.evaluation import corpus_bleu, group_references
 from transformer.files import atomic_write_text
 from transformer.engine.shipped import load_translator, models_dir

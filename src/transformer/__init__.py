@@ -28,7 +28,8 @@ from transformer.engine.corpora import (
 )
 from transformer.data import Batch, TokenBudgetBatchSampler, TranslationDataset, collate
 from transformer.decoder import Decoder, DecoderLayer
-from transformer.decoding import Hypothesis, beam_search, greedy_decode, translate
+from transformer.decoding import Hypothesis, beam_search, greedy_decode
+from transformer.translation import translate
 from transformer.evaluation import corpus_bleu, corpus_chrf, evaluate_pairs
 from transformer.embedding import (
     PositionalEncoding,

@@ -16,7 +16,8 @@ from typing import Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from .decoding import BATCH_SIZE, decoding_settings, translate
+from .decoding import BATCH_SIZE
+from .translation import decoding_settings, translate
 from .errors import InputError
 from .files import atomic_write_bytes, create_folder
 

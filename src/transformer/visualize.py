@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .decoding import translate
+from .translation import translate
 from .errors import InputError
 from .model import evaluating
 from .multihead import MultiHeadAttention

@@ -13,7 +13,8 @@ from pathlib import Path
 from .config import TrainConfig
 from ..evaluation import evaluate_checkpoint
 from .shipped import SHIPPED_MODELS, load_translator
-from ..decoding import BATCH_SIZE, MAX_LEN_A, MAX_LEN_B, translate
+from ..decoding import BATCH_SIZE, MAX_LEN_A, MAX_LEN_B
+from ..translation import translate
 from .distributed import select_device
 from .onnx_export import export_onnx
 from ..errors import CommandError, NonFiniteLossError, TransformerError

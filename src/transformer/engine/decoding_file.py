@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..checks import MAX_ALPHA, check_decoding
-from ..decoding import DEFAULT_DECODING
+from ..translation import DEFAULT_DECODING
 from ..errors import CheckpointError, InputError
 from ..files import read_regular_file
 

@@ -13,14 +13,8 @@ import torch
 from torch import Tensor
 
 from ..checks import check_sentences
-from transformer.decoding import (
-    BATCH_SIZE,
-    clean,
-    greedy_steps,
-    length_batches,
-    output_limits,
-    pad_rows,
-)
+from ..decoding import BATCH_SIZE, greedy_steps, output_limits
+from ..translation import clean, length_batches, pad_rows
 from .onnx_export import FORMAT
 from ..errors import InputError
 from ..files import read_regular_file
