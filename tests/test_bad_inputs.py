@@ -439,6 +439,43 @@ MODEL_CASES += [  # third trial: what loads, damaged, without any other check se
         lambda m: (m / "SHA256SUMS").write_text("hello  model.safetensors\n"),
         "SHA256SUMS is damaged (not lines of a SHA-256 and a file name)",
     ),
+    (  # the weights' metadata still says format 2: editing the JSON cannot undo it
+        "format edited to 1 and SHA256SUMS deleted",
+        lambda m: (
+            edit_json(m / "model_config.json", format=1),
+            (m / "SHA256SUMS").unlink(),
+        ),
+        "SHA256SUMS is missing: the folder was saved with the digests",
+    ),
+    (
+        "SHA256SUMS empty",
+        lambda m: (m / "SHA256SUMS").write_text(""),
+        "SHA256SUMS has no line for model.safetensors",
+    ),
+    (
+        "SHA256SUMS lists only the weights, and a tokenizer is changed",
+        lambda m: (
+            (m / "SHA256SUMS").write_text(
+                (m / "SHA256SUMS").read_text().split("\n")[0]
+            ),
+            change_a_tokenizer_piece(m),
+        ),
+        "SHA256SUMS has no line for tokenizer.model",
+    ),
+    (
+        "train_config.json: the languages swapped",
+        lambda m: edit_json(
+            m / "train_config.json", data__src_lang="en", data__tgt_lang="de"
+        ),
+        "train_config.json says the model translates en -> de, but its weights were "
+        "saved to translate ['de', 'en']",
+    ),
+    (
+        "train_config.json: a d_model that model_config.json contradicts",
+        lambda m: edit_json(m / "train_config.json", model__d_model=64),
+        "train_config.json describes another model than the weights: its [model] says "
+        "d_model=64",
+    ),
 ]
 
 
@@ -541,6 +578,37 @@ def test_weights_in_any_floating_point_type_load_and_translate(tiny_run, tmp_pat
         )
         ckpt = load_checkpoint(model)
         assert next(ckpt.model.parameters()).dtype == torch.float32
+
+
+def test_sha256sum_s_own_forms_of_a_line_are_read_and_still_checked(tiny_run, tmp_path):
+    """`sha256sum -c` takes "./name", "*name" (binary mode) and upper-case digests: so
+    does the loader, and a file whose digest is wrong in that form is still refused."""
+    model = tmp_path / "model"
+    shutil.copytree(latest(tiny_run), model)
+    sums = model / "SHA256SUMS"
+    lines = sums.read_text().splitlines()
+    odd = [
+        f"{d.upper()}  ./{n.strip()}" if i % 2 else f"{d} *{n.strip()}"
+        for i, (d, n) in enumerate(line.split(" ", 1) for line in lines)
+    ]
+    sums.write_text("\r\n".join(odd) + "\r\n")
+    load_checkpoint(model)
+    flip_a_bit_of_a_weight(model)
+    with pytest.raises(CheckpointError, match="model.safetensors is damaged"):
+        load_checkpoint(model)
+
+
+def test_the_shipped_weights_carry_their_format_and_languages(tmp_path):
+    """Written into the weights at save, where editing model_config.json or
+    train_config.json cannot reach them."""
+    for name, languages in (
+        ("multi30k-de-en", ["de", "en"]),
+        ("tatoeba-en-zh", ["en", "zh"]),
+    ):
+        with safe_open(str(ROOT / "models" / name / "model.safetensors"), "pt") as f:
+            metadata = f.metadata()
+        assert metadata["format"] == "2"
+        assert json.loads(metadata["languages"]) == languages
 
 
 # ---------------------------------------------------------------- `translate` and `evaluate`: options and input

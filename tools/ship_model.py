@@ -219,9 +219,9 @@ def _write_model(
     ckpt: Checkpoint, run: Path, paths: list[Path], args, tmp: Path
 ) -> None:
     """Write the shipped model's files into the fresh folder `tmp`."""
-    save_model_files(
-        ckpt.model.half(), tmp
-    )  # float16: half the size; load_checkpoint reads it as float32
+    data = ckpt.train_config.data
+    # float16: half the size; load_checkpoint reads it as float32
+    save_model_files(ckpt.model.half(), tmp, (data.src_lang, data.tgt_lang))
     for name in COPIED:
         if (ckpt.path / name).is_file():
             shutil.copyfile(ckpt.path / name, tmp / name)

@@ -256,21 +256,23 @@ def _built_from_its_config(model: nn.Module) -> bool:
     return layout(model) == layout(rebuilt)
 
 
-def save_model_files(model: nn.Module, folder: Path) -> None:
-    """model.safetensors, whose metadata repeats the model config (tying the
-    weights to it), and model_config.json (its format, then the settings): the model's
-    part of a checkpoint or of a shipped model's folder."""
+def save_model_files(
+    model: nn.Module, folder: Path, languages: tuple[str, str] | None = None
+) -> None:
+    """model.safetensors, whose metadata repeats the model config, the format and the
+    (source, target) `languages` (tying the weights to them), and model_config.json
+    (its format, then the settings): the model's part of a checkpoint or of a shipped
+    model's folder."""
     if not _built_from_its_config(model):
         raise InputError(
             "this model was built with parts of its own, which its config does not "
             "describe, so the saved folder would load as another model: describe it "
             "with a ModelConfig and build it with transformer.build_model"
         )
-    save_model(
-        model,
-        str(folder / "model.safetensors"),
-        metadata={"model_config": model.config.to_json()},
-    )
+    metadata = {"model_config": model.config.to_json(), "format": str(MODEL_FORMAT)}
+    if languages is not None:
+        metadata["languages"] = json.dumps(list(languages))
+    save_model(model, str(folder / "model.safetensors"), metadata=metadata)
     written = {"format": MODEL_FORMAT, **model.config.to_dict()}
     (folder / "model_config.json").write_text(json.dumps(written, indent=2))
     write_digests(folder)  # again by a caller that adds a tokenizer
@@ -296,7 +298,8 @@ def save_checkpoint(
     """
     # replace: a leftover of a crashed run that no pointer names
     with atomic_folder(directory, replace=True) as tmp:
-        save_model_files(model, tmp)
+        data = train_config.data
+        save_model_files(model, tmp, (data.src_lang, data.tgt_lang))
         (tmp / "train_config.json").write_text(train_config.to_json())
         for name, path in tokenizer_files.items():
             shutil.copyfile(path, tmp / name)
@@ -594,12 +597,13 @@ def _check_config_is_the_saved_one(
     device: str | torch.device,
 ) -> None:
     """Refuse a model_config.json edited after the weights were saved (they carry a
-    copy of it in their metadata), weights without that copy, a max_len below what the
-    model was trained on, and a model this machine cannot hold, before anything is
-    allocated."""
+    copy of it in their metadata), weights without that copy, a train_config.json that
+    describes another model or other languages, and a model this machine cannot hold,
+    before anything is allocated."""
     path = directory / "model.safetensors"
     with safe_open(str(path), framework="pt") as f:
-        saved = (f.metadata() or {}).get("model_config")
+        metadata = f.metadata() or {}
+    saved = metadata.get("model_config")
     if saved is None:
         raise CheckpointError(
             f"{path} does not carry the model config it was saved with (in its "
@@ -628,13 +632,7 @@ def _check_config_is_the_saved_one(
             f"were saved with: it says {said}, but {path.name} was saved with "
             f"{held}; copy the model_config.json that was saved with these weights"
         )
-    if config.max_len < train_config.data.max_len:
-        raise CheckpointError(
-            f"{directory / 'model_config.json'} says max_len={config.max_len}, but "
-            "the model was trained on sentences of up to "
-            f"{train_config.data.max_len} tokens (train_config.json): "
-            "copy the model_config.json that was saved with these weights"
-        )
+    _check_train_config(directory, config, train_config, metadata.get("languages"))
     check_fits(
         model_bytes(config),
         device,
@@ -643,6 +641,44 @@ def _check_config_is_the_saved_one(
         "these weights), or load it on a machine with more memory",
         CheckpointError,
     )
+
+
+def _check_train_config(
+    directory: Path, config: ModelConfig, train_config: TrainConfig, languages
+) -> None:
+    """Refuse a train_config.json that is not the one saved with the weights: other
+    languages than their metadata's (a swapped pair is evaluated on the wrong side of
+    the corpus), a `[model]` that builds another model, a max_len below the model's."""
+    path, data = directory / "train_config.json", train_config.data
+    try:  # absent from weights saved before they carried it
+        saved = json.loads(languages) if languages is not None else None
+    except (json.JSONDecodeError, RecursionError):
+        saved = "damaged"
+    if saved is not None and saved != [data.src_lang, data.tgt_lang]:
+        raise CheckpointError(
+            f"{path} says the model translates {data.src_lang} -> {data.tgt_lang}, "
+            f"but its weights were saved to translate {saved!r:.60}: copy the "
+            "train_config.json that was saved with these weights"
+        )
+    built = train_config.model_config(
+        config.src_vocab_size, config.tgt_vocab_size, config.pad_id
+    )
+    differ = [k for k, v in config.to_dict().items() if getattr(built, k) != v]
+    if differ:
+        said = ", ".join(f"{k}={getattr(built, k)!r}" for k in differ)
+        held = ", ".join(f"{k}={getattr(config, k)!r}" for k in differ)
+        raise CheckpointError(
+            f"{path} describes another model than the weights: its [model] says "
+            f"{said}, but model_config.json (tied to the weights) says {held}; copy "
+            "the train_config.json that was saved with these weights"
+        )
+    if config.max_len < train_config.data.max_len:
+        raise CheckpointError(
+            f"{directory / 'model_config.json'} says max_len={config.max_len}, but "
+            "the model was trained on sentences of up to "
+            f"{train_config.data.max_len} tokens (train_config.json): "
+            "copy the model_config.json that was saved with these weights"
+        )
 
 
 def load_checkpoint(
