@@ -4,6 +4,7 @@ writes compute what the PyTorch model computes, and translate as it does.
 Both models are exported once, through the command line, into a temporary folder (about 10 s each).
 """
 
+import dataclasses
 import json
 
 import numpy as np
@@ -159,6 +160,7 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
 
     from transformer.engine.checkpoints import load_checkpoint, save_model_files
     from transformer.engine.shipped import models_dir
+    from transformer.engine.config import ModelSettings
     from transformer.engine.model_config import ModelConfig, build_model
 
     shipped = models_dir() / "multi30k-de-en"
@@ -182,6 +184,11 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
             "kv_heads": 2,
         }
     )
+    train = json.loads((folder / "train_config.json").read_text())
+    train["model"] = {  # this model's
+        f.name: getattr(config, f.name) for f in dataclasses.fields(ModelSettings)
+    }
+    (folder / "train_config.json").write_text(json.dumps(train))
     torch.manual_seed(0)
     save_model_files(build_model(config), folder)  # the weights and their config
     assert (
