@@ -2288,7 +2288,7 @@ def test_a_line_of_megabytes_is_cut_before_it_is_tokenised_with_one_warning(
     """One 20 MB line took 1.27 GB to tokenise whole, to translate its first tokens:
     the text is cut first (the model reads max_len=64 tokens; no piece is longer than
     CHARS_PER_TOKEN characters), and the one warning says so."""
-    from transformer.decoding import CHARS_PER_TOKEN
+    from transformer.checks import CHARS_PER_TOKEN
     from transformer.tokenizer import Tokenizer
 
     seen = []

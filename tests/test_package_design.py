@@ -34,7 +34,7 @@ LONGEST_MODULE = 400  # lines: a module a reader can hold in one sitting (STYLE.
 # module in it may not grow (the redesign splits them: two ideas each).
 OVER_ONE_SITTING = {
     "engine.checkpoints": 694,
-    "decoding": 495,
+    "decoding": 467,
     "engine.cli": 416,
 }
 

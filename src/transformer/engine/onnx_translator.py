@@ -12,10 +12,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..checks import check_sentences, is_integer
+from ..checks import check_sentences, encode_to_fit, is_integer
 from transformer.decoding import (
     BATCH_SIZE,
-    encode_to_fit,
     greedy_steps,
     length_batches,
     output_limits,
