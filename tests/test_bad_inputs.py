@@ -35,7 +35,8 @@ from safetensors.torch import load_file, save_file
 
 import transformer.engine.cli as cli
 import transformer.engine.trainer as train_module
-from transformer.engine.checkpoints import load_checkpoint, load_training_state
+from transformer.engine.checkpoints import load_training_state
+from transformer.engine.loading import load_checkpoint
 from transformer.engine.config import TrainConfig
 from transformer.engine.digests import write_digests
 from transformer.engine.onnx_export import EXPORTED
@@ -1553,12 +1554,12 @@ def test_a_bug_inside_a_training_run_is_not_turned_into_bad_input(
 def test_a_bug_while_loading_weights_is_not_turned_into_a_checkpoint_error(
     tiny_run, monkeypatch
 ):
-    import transformer.engine.checkpoints as checkpoints
+    import transformer.engine.model_files as model_files
 
     def bug(*args, **kwargs):
         raise RuntimeError("a bug in the loader")
 
-    monkeypatch.setattr(checkpoints, "load_model", bug)
+    monkeypatch.setattr(model_files, "load_model", bug)
     with pytest.raises(RuntimeError, match="a bug in the loader"):
         load_checkpoint(tiny_run)
 

@@ -8,11 +8,8 @@ import pytest
 from safetensors.torch import load_file, save_file, save_model
 
 from helpers import ROOT, SENTENCE, edit_json, latest, shipped_settings
-from transformer.engine.checkpoints import (
-    load_checkpoint,
-    read_train_config,
-    save_model_files,
-)
+from transformer.engine.loading import load_checkpoint, read_train_config
+from transformer.engine.model_files import save_model_files
 from transformer.engine.config import ModelSettings
 from transformer.engine.config_parsing import check_resume_compatible
 from transformer.decoding import translate

@@ -158,7 +158,8 @@ def test_a_model_with_every_option_of_chapters_16_and_17_exports_and_computes_wh
     """RMSNorm, rotary positions, SwiGLU, no biases and grouped-query attention go through the same export."""
     import shutil
 
-    from transformer.engine.checkpoints import load_checkpoint, save_model_files
+    from transformer.engine.loading import load_checkpoint
+    from transformer.engine.model_files import save_model_files
     from transformer.engine.shipped import models_dir
     from transformer.engine.config import ModelSettings
     from transformer.engine.model_config import ModelConfig, build_model

@@ -34,7 +34,8 @@ import torch
 from transformer.errors import InputError, TransformerError
 from transformer.averaging import average_weights
 from transformer.files import atomic_folder
-from transformer.engine.checkpoints import Checkpoint, load_checkpoint, save_model_files
+from transformer.engine.loading import Checkpoint, load_checkpoint
+from transformer.engine.model_files import save_model_files
 from transformer.engine.digests import write_digests
 from transformer.evaluation import evaluate_checkpoint
 
