@@ -34,6 +34,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import transformer.engine.cli as cli
+import transformer.engine.command_input as command_input
 import transformer.engine.trainer as train_module
 from transformer.engine.checkpoints import load_training_state
 from transformer.engine.loading import load_checkpoint
@@ -2341,7 +2342,7 @@ def test_an_export_killed_midway_leaves_nothing_the_next_export_does_not_remove(
 def test_standard_input_beyond_the_limit_is_refused_before_it_fills_the_memory(
     tiny_run, monkeypatch, capsys
 ):
-    monkeypatch.setattr(cli, "STDIN_LIMIT", 3 << 20)
+    monkeypatch.setattr(command_input, "STDIN_LIMIT", 3 << 20)
     endless = (
         b"Ein Hund l\xc3\xa4uft.\n" * 400_000
     )  # 6.8 MB, no NUL: `yes "Ein Hund." | transformer translate`
