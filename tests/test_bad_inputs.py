@@ -2289,7 +2289,8 @@ def test_a_line_of_megabytes_is_cut_before_it_is_tokenised_with_one_warning(
 ):
     """One 20 MB line took 1.27 GB to tokenise whole, to translate its first tokens:
     the text is cut first (the model reads max_len=64 tokens; no piece is longer than
-    CHARS_PER_TOKEN characters), and the one warning says so."""
+    CHARS_PER_TOKEN characters), and the one warning says so, with the line's tokens
+    estimated from the part tokenised."""
     from transformer.checks import CHARS_PER_TOKEN
     from transformer.tokenizer import Tokenizer
 
@@ -2307,6 +2308,8 @@ def test_a_line_of_megabytes_is_cut_before_it_is_tokenised_with_one_warning(
     assert status == 0 and out.count("\n") == 1, err
     assert max(seen) <= CHARS_PER_TOKEN * 65
     assert err.count("\n") == 1 and err.startswith("warning: line 1 has ")
+    told = int(re.search(r"line 1 has (\d+) tokens", err).group(1))
+    assert told > 100_000  # estimated for the whole line, not the part tokenised
     assert "the model reads at most 64, so only its first 64 were translated" in err
 
 

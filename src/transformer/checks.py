@@ -301,12 +301,13 @@ def encode_to_fit(
     longer; `on_truncate(index, tokens, kept)` is told of each cut (else a warning).
 
     A text of more than `CHARS_PER_TOKEN * (limit + 1)` characters is cut to that
-    before it is tokenised; `tokens` then counts the tokens of what was kept."""
+    before it is tokenised; `tokens` is then estimated from the part tokenised."""
     texts, bound = [clean(s) for s in sentences], CHARS_PER_TOKEN * (limit + 1)
     ids = encode_batch([t[:bound] for t in texts])
     for i, x in enumerate(ids):
         if len(x) > limit or len(texts[i]) > bound:
-            tokens = max(len(x), limit + 1)  # at least: the rest was not tokenised
+            # the rest was not tokenised: as many tokens a character as the part was
+            tokens = max(len(x) * len(texts[i]) // min(len(texts[i]), bound), limit + 1)
             if on_truncate is None:
                 warnings.warn(
                     f"sentence {i + 1} has {tokens} tokens but the model reads at most "
