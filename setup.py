@@ -3,7 +3,7 @@
 The repository keeps them beside the package (`models/<name>/`, `data/`), where the chapters, the tests
 and an editable install (`pip install -e .`) read them. A wheel (`pip install .`, `pip wheel .`,
 `python -m build`) is installed away from the checkout, so the build copies them into the package as
-`transformer/_shipped/models/<name>/` and `transformer/_shipped/data/`; `transformer.engine.checkpoints.models_dir`
+`transformer/_shipped/models/<name>/` and `transformer/_shipped/data/`; `transformer.engine.shipped.models_dir`
 and the corpus loaders look there first. Everything else about the package is in pyproject.toml.
 """
 

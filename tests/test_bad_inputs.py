@@ -34,10 +34,13 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import transformer.engine.cli as cli
+import transformer.engine.command_input as command_input
 import transformer.engine.trainer as train_module
-from transformer.engine.checkpoints import load_checkpoint, load_training_state
+from transformer.engine.checkpoints import load_training_state
+from transformer.engine.loading import load_checkpoint
 from transformer.engine.config import TrainConfig
 from transformer.engine.digests import write_digests
+from transformer.engine.onnx_export import EXPORTED
 from transformer.engine.shipped import load_translator
 from transformer.errors import (
     CheckpointError,
@@ -439,6 +442,43 @@ MODEL_CASES += [  # third trial: what loads, damaged, without any other check se
         lambda m: (m / "SHA256SUMS").write_text("hello  model.safetensors\n"),
         "SHA256SUMS is damaged (not lines of a SHA-256 and a file name)",
     ),
+    (  # the weights' metadata still says format 2: editing the JSON cannot undo it
+        "format edited to 1 and SHA256SUMS deleted",
+        lambda m: (
+            edit_json(m / "model_config.json", format=1),
+            (m / "SHA256SUMS").unlink(),
+        ),
+        "SHA256SUMS is missing: the folder was saved with the digests",
+    ),
+    (
+        "SHA256SUMS empty",
+        lambda m: (m / "SHA256SUMS").write_text(""),
+        "SHA256SUMS has no line for model.safetensors",
+    ),
+    (
+        "SHA256SUMS lists only the weights, and a tokenizer is changed",
+        lambda m: (
+            (m / "SHA256SUMS").write_text(
+                (m / "SHA256SUMS").read_text().split("\n")[0]
+            ),
+            change_a_tokenizer_piece(m),
+        ),
+        "SHA256SUMS has no line for tokenizer.model",
+    ),
+    (
+        "train_config.json: the languages swapped",
+        lambda m: edit_json(
+            m / "train_config.json", data__src_lang="en", data__tgt_lang="de"
+        ),
+        "train_config.json says the model translates en -> de, but its weights were "
+        "saved to translate ['de', 'en']",
+    ),
+    (
+        "train_config.json: a d_model that model_config.json contradicts",
+        lambda m: edit_json(m / "train_config.json", model__d_model=64),
+        "train_config.json describes another model than the weights: its [model] says "
+        "d_model=64",
+    ),
 ]
 
 
@@ -541,6 +581,37 @@ def test_weights_in_any_floating_point_type_load_and_translate(tiny_run, tmp_pat
         )
         ckpt = load_checkpoint(model)
         assert next(ckpt.model.parameters()).dtype == torch.float32
+
+
+def test_sha256sum_s_own_forms_of_a_line_are_read_and_still_checked(tiny_run, tmp_path):
+    """`sha256sum -c` takes "./name", "*name" (binary mode) and upper-case digests: so
+    does the loader, and a file whose digest is wrong in that form is still refused."""
+    model = tmp_path / "model"
+    shutil.copytree(latest(tiny_run), model)
+    sums = model / "SHA256SUMS"
+    lines = sums.read_text().splitlines()
+    odd = [
+        f"{d.upper()}  ./{n.strip()}" if i % 2 else f"{d} *{n.strip()}"
+        for i, (d, n) in enumerate(line.split(" ", 1) for line in lines)
+    ]
+    sums.write_text("\r\n".join(odd) + "\r\n")
+    load_checkpoint(model)
+    flip_a_bit_of_a_weight(model)
+    with pytest.raises(CheckpointError, match="model.safetensors is damaged"):
+        load_checkpoint(model)
+
+
+def test_the_shipped_weights_carry_their_format_and_languages(tmp_path):
+    """Written into the weights at save, where editing model_config.json or
+    train_config.json cannot reach them."""
+    for name, languages in (
+        ("multi30k-de-en", ["de", "en"]),
+        ("tatoeba-en-zh", ["en", "zh"]),
+    ):
+        with safe_open(str(ROOT / "models" / name / "model.safetensors"), "pt") as f:
+            metadata = f.metadata()
+        assert metadata["format"] == "2"
+        assert json.loads(metadata["languages"]) == languages
 
 
 # ---------------------------------------------------------------- `translate` and `evaluate`: options and input
@@ -683,6 +754,13 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         decoding_json('{"beam_size": 0, "alpha": 0.6}'),
         None,
         'decoding.json must hold {"beam_size": an integer from 1 to the target vocabulary',
+    ),
+    (
+        "decoding.json a misspelt setting",
+        decoding_json('{"beam_size": 4, "aplha": 1.0}'),
+        None,
+        "decoding.json holds 'aplha', which is not a decoding setting (those are "
+        "beam_size, alpha): fix it, or delete it",
     ),
     (
         "decoding.json beam 1e9",
@@ -964,6 +1042,18 @@ def test_a_bad_option_or_input_of_translate_and_evaluate_is_one_line_and_exit_2(
     before = listing(tmp_path, tiny_run)
     assert_one_line_error(*run_main(argv, stdin, capsys, monkeypatch), phrase)
     assert listing(tmp_path, tiny_run) == before
+
+
+def test_device_cpu_0_is_the_cpu(tiny_run, monkeypatch, capsys):
+    """`--device cpu:0` was a SafetensorError traceback: it names the one CPU."""
+    on = {}
+    for device in ("cpu", "cpu:0"):
+        argv = ["translate", "--model", tiny_run, "--device", device, SENTENCE]
+        status, out, err = run_main(argv, None, capsys, monkeypatch)
+        assert status == 0 and err == "", err
+        on[device] = out
+    assert on["cpu:0"] == on["cpu"] and on["cpu"].count("\n") == 1
+    assert load_checkpoint(tiny_run, device="cpu:0").path == latest(tiny_run)
 
 
 @pytest.mark.parametrize(
@@ -1465,12 +1555,12 @@ def test_a_bug_inside_a_training_run_is_not_turned_into_bad_input(
 def test_a_bug_while_loading_weights_is_not_turned_into_a_checkpoint_error(
     tiny_run, monkeypatch
 ):
-    import transformer.engine.checkpoints as checkpoints
+    import transformer.engine.model_files as model_files
 
     def bug(*args, **kwargs):
         raise RuntimeError("a bug in the loader")
 
-    monkeypatch.setattr(checkpoints, "load_model", bug)
+    monkeypatch.setattr(model_files, "load_model", bug)
     with pytest.raises(RuntimeError, match="a bug in the loader"):
         load_checkpoint(tiny_run)
 
@@ -1527,6 +1617,7 @@ def test_export_onnx_replaces_a_folder_whole_only_when_asked_and_says_so_when_it
     )
     assert status == 0, err
     assert sorted(p.name for p in mine.iterdir()) == [
+        "SHA256SUMS",
         "decoder.onnx",
         "encoder.onnx",
         "source.model",
@@ -1695,6 +1786,12 @@ def api_cases(ckpt, onnx_dir: Path | None):
         tiled_attention,
         translate,
     )
+    from decimal import Decimal
+    from fractions import Fraction
+
+    import numpy as np
+
+    from transformer.engine.model_config import ModelConfig
     from transformer.evaluation import evaluate_checkpoint
     from transformer.evaluation import evaluate_pairs
 
@@ -1949,6 +2046,37 @@ def api_cases(ckpt, onnx_dir: Path | None):
             "not valid JSON: ValueError: Exceeds the limit",
         ),
         (
+            "ModelConfig(dropout=np.float32(0.1))",
+            lambda: ModelConfig(30, 30, dropout=np.float32(0.1)),
+            ConfigError,
+            "dropout must be float, got np.float32(0.1) (a numpy value: pass a Python "
+            "number, int(x) or float(x))",
+        ),
+        (
+            "ModelConfig(d_model=np.int64(64))",
+            lambda: ModelConfig(30, 30, d_model=np.int64(64)),
+            ConfigError,
+            "d_model must be int, got np.int64(64) (a numpy value",
+        ),
+        (
+            "ModelConfig(dropout=Decimal('0.1'))",
+            lambda: ModelConfig(30, 30, dropout=Decimal("0.1")),
+            ConfigError,
+            "dropout must be float, got Decimal('0.1')",
+        ),
+        (
+            "ModelConfig(dropout=Fraction(1, 10))",
+            lambda: ModelConfig(30, 30, dropout=Fraction(1, 10)),
+            ConfigError,
+            "dropout must be float, got Fraction(1, 10)",
+        ),
+        (
+            "ModelConfig(dropout=a 0-d tensor)",
+            lambda: ModelConfig(30, 30, dropout=torch.tensor(0.1)),
+            ConfigError,
+            "dropout must be float, got tensor(0.1000) (a torch value",
+        ),
+        (
             "TrainConfig.from_toml(None)",
             lambda: TrainConfig.from_toml(None),
             ConfigError,
@@ -1975,6 +2103,18 @@ def api_cases(ckpt, onnx_dir: Path | None):
                 lambda: onnx.translate([SENTENCE], batch_size=-1),
                 InputError,
                 "batch_size=-1",
+            ),
+            (
+                "OnnxTranslator threads='2'",
+                lambda: OnnxTranslator(onnx_dir, threads="2"),
+                InputError,
+                "threads='2' must be an integer >= 0",
+            ),
+            (
+                "OnnxTranslator threads=2.5",
+                lambda: OnnxTranslator(onnx_dir, threads=2.5),
+                InputError,
+                "threads=2.5 must be an integer >= 0",
             ),
             (
                 "OnnxTranslator on a folder that is no export",
@@ -2043,7 +2183,7 @@ def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(
         (
             "translator.json",
             lambda p: p.write_text("{}"),
-            "is not an export of format 1",
+            "is not an export of format 2",
         ),
         ("translator.json", fifo, "translator.json is a named pipe"),
         (
@@ -2054,9 +2194,55 @@ def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(
         (
             "encoder.onnx",
             lambda p: p.write_bytes(b"garbage"),
+            "encoder.onnx is damaged: its SHA-256 is not the one",
+        ),
+        (  # garbage with its digest written, as no export writes it
+            "encoder.onnx",
+            lambda p: (p.write_bytes(b"garbage"), write_digests(p.parent, EXPORTED)),
             "encoder.onnx is not an ONNX graph",
         ),
+        (
+            "target.model",
+            lambda p: (p.write_bytes(b"garbage"), write_digests(p.parent, EXPORTED)),
+            "target.model is not a sentencepiece model",
+        ),
         ("decoder.onnx", lambda p: p.unlink(), "decoder.onnx is missing"),
+        (
+            "encoder.onnx",
+            lambda p: shutil.copyfile(p.with_name("decoder.onnx"), p),
+            "encoder.onnx is damaged: its SHA-256 is not the one",
+        ),
+        (  # another vocabulary's tokenizer (as a swap of tatoeba's two is)
+            "source.model",
+            lambda p: shutil.copyfile(
+                ROOT / "models" / "tatoeba-en-zh" / "tgt_tokenizer.model", p
+            ),
+            "source.model is damaged: its SHA-256",
+        ),
+        (
+            "target.model",
+            lambda p: p.write_bytes(b"garbage"),
+            "target.model is damaged: its SHA-256 is not the one written into "
+            "SHA256SUMS when it was saved (a copy gone wrong, a bit flipped on the "
+            "disk); export again with `transformer export-onnx`",
+        ),
+        ("target.model", lambda p: p.write_bytes(b""), "target.model is damaged"),
+        (
+            "translator.json",
+            lambda p: edit_json(p, max_len=100_000),
+            "translator.json is damaged: its SHA-256",
+        ),
+        ("SHA256SUMS", lambda p: p.unlink(), "SHA256SUMS is missing: "),
+        (
+            "SHA256SUMS",
+            lambda p: p.write_text(p.read_text().split("\n")[0] + "\n"),
+            "SHA256SUMS has no line for decoder.onnx",
+        ),
+        (
+            "translator.json",
+            lambda p: edit_json(p, format=1),
+            "is not an export of format 2 (its format: 1, missing []): export again",
+        ),
         (
             "translator.json",
             lambda p: edit_json(p, max_len="128"),
@@ -2081,10 +2267,85 @@ def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(
             OnnxTranslator(copy)
 
 
+def test_the_onnx_translator_warns_once_of_a_sentence_it_cuts_as_translate_does(
+    tiny_run, tmp_path
+):
+    pytest.importorskip("onnxruntime")
+    from transformer import OnnxTranslator, export_onnx
+
+    onnx = OnnxTranslator(export_onnx(tiny_run, tmp_path / "onnx"))
+    long = " ".join(["Ein Hund läuft."] * 40)  # more than max_len=64 tokens
+    with pytest.warns(UserWarning) as caught:
+        out = onnx.translate([SENTENCE, long])
+    assert len(caught) == 1 and "sentence 2 has" in str(caught[0].message)
+    assert "the model reads at most 64: it was cut to its first 64" in str(
+        caught[0].message
+    )
+    assert len(out) == 2
+
+
+def test_a_line_of_megabytes_is_cut_before_it_is_tokenised_with_one_warning(
+    tiny_run, monkeypatch, capsys
+):
+    """One 20 MB line took 1.27 GB to tokenise whole, to translate its first tokens:
+    the text is cut first (the model reads max_len=64 tokens; no piece is longer than
+    CHARS_PER_TOKEN characters), and the one warning says so, with the line's tokens
+    estimated from the part tokenised."""
+    from transformer.checks import CHARS_PER_TOKEN
+    from transformer.tokenizer import Tokenizer
+
+    seen = []
+    real = Tokenizer.encode_batch
+    monkeypatch.setattr(
+        Tokenizer,
+        "encode_batch",
+        lambda self, texts: seen.extend(map(len, texts)) or real(self, texts),
+    )
+    line = ("Ein Hund läuft über die Wiese. " * 70_000).encode()  # 2.2 MB
+    status, out, err = run_main(
+        ["translate", "--model", tiny_run], line + b"\n", capsys, monkeypatch
+    )
+    assert status == 0 and out.count("\n") == 1, err
+    assert max(seen) <= CHARS_PER_TOKEN * 65
+    assert err.count("\n") == 1 and err.startswith("warning: line 1 has ")
+    told = int(re.search(r"line 1 has (\d+) tokens", err).group(1))
+    assert told > 100_000  # estimated for the whole line, not the part tokenised
+    assert "the model reads at most 64, so only its first 64 were translated" in err
+
+
+def test_an_export_killed_midway_leaves_nothing_the_next_export_does_not_remove(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("onnx")
+    out = tmp_path / "onnx"
+    kill = (
+        "import os, signal, sys\n"
+        "import transformer.engine.onnx_export as e\n"
+        "real = e._export_graphs\n"
+        "def killed(m, out):\n"
+        "    real(m, out)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "e._export_graphs = killed\n"
+        "from transformer.engine.cli import main\n"
+        f"sys.exit(main(['export-onnx', '--model', {str(tiny_run)!r}, "
+        f"'--out', {str(out)!r}]))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", kill], capture_output=True, timeout=120)
+    assert p.returncode == -signal.SIGTERM, p.stderr.decode()
+    assert [q.name[:10] for q in tmp_path.iterdir()] == [".onnx.tmp-"]
+    alive = tmp_path / f".onnx.tmp-{os.getpid()}-x"  # a live export's: kept
+    alive.mkdir()
+    status, _, err = run_main(
+        ["export-onnx", "--model", tiny_run, "--out", out], None, capsys, monkeypatch
+    )
+    assert status == 0, err
+    assert sorted(q.name for q in tmp_path.iterdir()) == [alive.name, "onnx"]
+
+
 def test_standard_input_beyond_the_limit_is_refused_before_it_fills_the_memory(
     tiny_run, monkeypatch, capsys
 ):
-    monkeypatch.setattr(cli, "STDIN_LIMIT", 3 << 20)
+    monkeypatch.setattr(command_input, "STDIN_LIMIT", 3 << 20)
     endless = (
         b"Ein Hund l\xc3\xa4uft.\n" * 400_000
     )  # 6.8 MB, no NUL: `yes "Ein Hund." | transformer translate`
@@ -2349,6 +2610,12 @@ FULL_DISK_CASES = [  # (id, what fills the disk, command, phrase)
         "no file there was changed (each is written whole or not at all); free some "
         "space, or give --out-dir on another disk, then run the same command again",
     ),
+    (
+        "export-onnx's graphs",
+        "transformer.engine.onnx_export.atomic_write_bytes",
+        "export-onnx",
+        "(an export is written whole or not at all); free some space, then export again",
+    ),
 ]
 
 
@@ -2362,6 +2629,9 @@ def test_a_full_disk_is_one_line_that_says_what_is_safe_and_what_to_run(
     if command == "train":
         config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
         argv = ["train", "--config", config, "--no-progress"]
+    elif command == "export-onnx":
+        pytest.importorskip("onnx")
+        argv = ["export-onnx", "--model", tiny_run, "--out", tmp_path / "onnx"]
     else:
         argv = ["evaluate", "--model", tiny_run, "--split", "val", "--limit", "2"]
         argv += ["--out-dir", tmp_path / "eval"]

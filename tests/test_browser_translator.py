@@ -24,7 +24,7 @@ import pytest
 from transformer.engine.shipped import load_translator
 from transformer.engine.corpora import split_pairs_for
 from transformer.translation import translate
-from transformer.engine.cli import read_input_lines
+from transformer.engine.command_input import read_input_lines
 
 PAGE = "notebooks/15_end_to_end.html"
 FIRST = {

@@ -8,11 +8,8 @@ import pytest
 from safetensors.torch import load_file, save_file, save_model
 
 from helpers import ROOT, SENTENCE, edit_json, latest, shipped_settings
-from transformer.engine.checkpoints import (
-    load_checkpoint,
-    read_train_config,
-    save_model_files,
-)
+from transformer.engine.loading import load_checkpoint, read_train_config
+from transformer.engine.model_files import save_model_files
 from transformer.engine.config import ModelSettings
 from transformer.engine.config_parsing import check_resume_compatible
 from transformer.translation import translate
@@ -38,6 +35,11 @@ def modern_folder(tmp_path):
         }
     )
     save_model_files(build_model(config), folder)
+    modern = ("norm", "feed_forward", "bias", "kv_heads")
+    edit_json(
+        folder / "train_config.json",
+        **{f"model__{k}": getattr(config, k) for k in modern},
+    )
     return folder
 
 
@@ -77,13 +79,14 @@ def test_a_model_built_with_parts_its_config_does_not_describe_is_not_saved(tmp_
 def test_every_shape_is_checked_against_the_config_whatever_the_parts(
     modern_folder, setting, value
 ):
-    """Weights whose tensors do not have the shapes their config describes (the config
-    and its copy in the metadata edited alike) are refused tensor by tensor: a SwiGLU's
+    """Weights whose tensors do not have the shapes their config describes (the config,
+    its copy in the metadata and train_config.json edited alike) are refused tensor by tensor: a SwiGLU's
     d_ff, the key/value heads, the biases."""
     model = load_checkpoint(modern_folder).model
     written = json.loads((modern_folder / "model_config.json").read_text())
     edited = {**written, setting: value}
     (modern_folder / "model_config.json").write_text(json.dumps(edited))
+    edit_json(modern_folder / "train_config.json", **{f"model__{setting}": value})
     settings = {k: v for k, v in edited.items() if k != "format"}
     save_model(
         model,

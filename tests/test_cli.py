@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer.engine.cli import read_input_lines
+from transformer.engine.command_input import read_input_lines
 from transformer.errors import CommandError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ the settings it refuses."""
 import pytest
 import torch
 
-from transformer.engine.checkpoints import load_checkpoint
+from transformer.engine.loading import load_checkpoint
 from transformer.engine.model_config import model_bytes
 from transformer.decoder_only import DecoderOnly, sample
 from transformer.engine.model_config import ModelConfig, build_model

@@ -235,7 +235,7 @@ def test_a_tiny_vocabulary_smaller_than_twice_the_beam_still_works():
 
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tiny_run):
-    from transformer.engine.checkpoints import load_checkpoint
+    from transformer.engine.loading import load_checkpoint
 
     return load_checkpoint(tiny_run)
 

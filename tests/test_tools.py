@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer.engine.checkpoints import MODEL_FORMAT, load_checkpoint
+from transformer.engine.loading import load_checkpoint
+from transformer.engine.model_files import MODEL_FORMAT
 
 from helpers import latest, listing, load_tool
 

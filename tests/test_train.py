@@ -27,11 +27,10 @@ import transformer.engine.run_setup as run_setup
 import transformer.engine.trainer as train_module
 from transformer.engine.checkpoints import (
     checkpoint_problem,
-    latest_checkpoint,
-    load_checkpoint,
     load_training_state,
     save_training_state,
 )
+from transformer.engine.loading import latest_checkpoint, load_checkpoint
 from transformer.engine.config import TrainConfig
 from transformer.errors import (
     CheckpointError,

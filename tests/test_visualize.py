@@ -6,7 +6,7 @@ import matplotlib
 import pytest
 import torch
 
-from transformer.engine.checkpoints import load_checkpoint
+from transformer.engine.loading import load_checkpoint
 from transformer.engine.shipped import load_translator, models_dir
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention

@@ -46,7 +46,7 @@ def continuation_pairs(sentences: list[str], seed: int) -> list[tuple[str, str]]
 def main() -> None:
     import torch
 
-    from transformer.engine.checkpoints import save_model_files
+    from transformer.engine.model_files import save_model_files
     from transformer.engine.digests import write_digests
     from transformer.engine.corpora import load_multi30k
     from transformer.data import TokenBudgetBatchSampler, TranslationDataset, collate

@@ -236,7 +236,7 @@ def one_run(
     """Train (or resume) one run and measure it: runs in a child process with one thread."""
     import torch
 
-    from transformer.engine.checkpoints import load_checkpoint
+    from transformer.engine.loading import load_checkpoint
     from transformer.evaluation import evaluate_checkpoint
     from transformer.engine.metrics import read_metrics
     from transformer.engine.trainer import train

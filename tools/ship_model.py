@@ -34,7 +34,8 @@ import torch
 from transformer.errors import InputError, TransformerError
 from transformer.averaging import average_weights
 from transformer.files import atomic_folder
-from transformer.engine.checkpoints import Checkpoint, load_checkpoint, save_model_files
+from transformer.engine.loading import Checkpoint, load_checkpoint
+from transformer.engine.model_files import save_model_files
 from transformer.engine.digests import write_digests
 from transformer.evaluation import evaluate_checkpoint
 
@@ -219,9 +220,9 @@ def _write_model(
     ckpt: Checkpoint, run: Path, paths: list[Path], args, tmp: Path
 ) -> None:
     """Write the shipped model's files into the fresh folder `tmp`."""
-    save_model_files(
-        ckpt.model.half(), tmp
-    )  # float16: half the size; load_checkpoint reads it as float32
+    data = ckpt.train_config.data
+    # float16: half the size; load_checkpoint reads it as float32
+    save_model_files(ckpt.model.half(), tmp, (data.src_lang, data.tgt_lang))
     for name in COPIED:
         if (ckpt.path / name).is_file():
             shutil.copyfile(ckpt.path / name, tmp / name)

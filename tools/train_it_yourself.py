@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from transformer.engine.checkpoints import load_checkpoint
+from transformer.engine.loading import load_checkpoint
 from transformer.evaluation import evaluate_checkpoint
 from transformer.engine.config import TrainConfig
 from transformer.files import atomic_write_text

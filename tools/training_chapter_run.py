@@ -24,7 +24,7 @@ from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer
 from transformer.files import atomic_write_bytes
 from transformer.tokenizer import BOS_ID, EOS_ID
-from transformer.engine.checkpoints import load_checkpoint
+from transformer.engine.loading import load_checkpoint
 from transformer.engine.config import DataConfig, OptimConfig, TrainConfig
 from transformer.engine.metrics import read_metrics
 from transformer.engine.trainer import train

@@ -46,7 +46,8 @@ def export_models(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
     from transformer.engine.shipped import SHIPPED_MODELS, models_dir
-    from transformer.engine.onnx_export import export_onnx, weights_sha256
+    from transformer.engine.digests import write_digests
+    from transformer.engine.onnx_export import EXPORTED, export_onnx, weights_sha256
 
     static = Path(app.outdir) / "_static"
     pages = [p for p in Path(app.outdir).rglob("*.html") if static not in p.parents]
@@ -77,6 +78,7 @@ def export_models(app, exception) -> None:
             "runtime": runtime,
         }
         meta_path.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        write_digests(out, EXPORTED)  # translator.json changed: its digest too
 
 
 def setup(app):

@@ -49,7 +49,7 @@ from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
 from transformer.tokenizer import Tokenizer, train_tokenizer
-from transformer.engine.checkpoints import load_checkpoint
+from transformer.engine.loading import load_checkpoint
 from transformer.evaluation import evaluate_checkpoint
 from transformer.engine.shipped import load_translator
 from transformer.engine.config import TrainConfig

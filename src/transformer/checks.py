@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/11_decoding.ipynb, ../../notebooks/18_decoder_only.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'MAX_ALPHA', 'is_integer', 'is_real', 'check_source', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'check_sampling']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'MAX_ALPHA', 'CHARS_PER_TOKEN', 'is_integer', 'is_real', 'check_source', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'clean', 'encode_to_fit', 'check_sampling']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask, a search's
@@ -93,7 +93,8 @@ def check_attention_inputs(
 # %% ../../notebooks/11_decoding.ipynb #decoding-doors
 # the rules of chapter 11's doors: greedy_decode, beam_search and translate
 import numbers
-from collections.abc import Iterable, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 
 from .errors import InputError
@@ -276,6 +277,47 @@ def check_sentences(sentences, batch_size) -> list[str]:
     if not is_integer(batch_size) or batch_size < 1:
         raise InputError(f"batch_size={batch_size!r} must be an integer >= 1")
     return sentences
+
+
+def clean(sentence: str) -> str:
+    """A sentence as every translator reads it: without a leading byte-order mark
+    (an editor's, not text) and without surrounding whitespace."""
+    return sentence.removeprefix("\ufeff").strip()
+
+
+# no piece of a sentencepiece vocabulary is longer than 16 characters (its default
+# max_sentencepiece_length), so a text cut after 16 characters a token still holds more
+# tokens than the model reads, and a line of megabytes is never tokenised whole
+CHARS_PER_TOKEN = 16
+
+
+def encode_to_fit(
+    encode_batch: Callable[[list[str]], list[list[int]]],
+    sentences: list[str],
+    limit: int,
+    on_truncate: Callable[[int, int, int], None] | None,
+) -> list[list[int]]:
+    """The `clean` sentences as token ids, each cut to its first `limit` tokens if it is
+    longer; `on_truncate(index, tokens, kept)` is told of each cut (else a warning).
+
+    A text of more than `CHARS_PER_TOKEN * (limit + 1)` characters is cut to that
+    before it is tokenised; `tokens` is then estimated from the part tokenised."""
+    texts, bound = [clean(s) for s in sentences], CHARS_PER_TOKEN * (limit + 1)
+    ids = encode_batch([t[:bound] for t in texts])
+    for i, x in enumerate(ids):
+        if len(x) > limit or len(texts[i]) > bound:
+            # the rest was not tokenised: as many tokens a character as the part was
+            tokens = max(len(x) * len(texts[i]) // min(len(texts[i]), bound), limit + 1)
+            if on_truncate is None:
+                warnings.warn(
+                    f"sentence {i + 1} has {tokens} tokens but the model reads at most "
+                    f"{limit}: it was cut to its first {limit}",
+                    stacklevel=3,  # the line that called the translator
+                )
+            else:
+                on_truncate(i, tokens, limit)
+            ids[i] = x[:limit]
+    return ids
 
 # %% ../../notebooks/18_decoder_only.ipynb #sampling-door
 # the rule of chapter 18's door: sample

@@ -47,7 +47,9 @@ def check_device(
         raise error(
             f"device={device!r} but MPS is not available: use device='cpu' or 'auto'"
         )
-    return d
+    # cpu:0 is the cpu: one name for it, which every library reads (safetensors
+    # refuses "cpu:0")
+    return torch.device(d.type) if d.type in ("cpu", "mps") else d
 
 
 def available_memory(device: str | torch.device = "cpu") -> int | None:

@@ -30,6 +30,16 @@ def read_decoding(directory: Path, tgt_vocab_size: int) -> dict:
         raise CheckpointError(
             f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): {fix}"
         ) from None
+    unknown = (
+        [k for k in chosen if k not in DEFAULT_DECODING]
+        if isinstance(chosen, dict)
+        else []
+    )
+    if unknown:  # a misspelt setting, which would silently decode with the default
+        raise CheckpointError(
+            f"{path} holds {unknown[0][:40]!r}, which is not a decoding setting (those "
+            f"are {', '.join(DEFAULT_DECODING)}): {fix}"
+        )
     settings = (
         {k: chosen.get(k, v) for k, v in DEFAULT_DECODING.items()}
         if isinstance(chosen, dict)

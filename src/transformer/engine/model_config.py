@@ -61,6 +61,13 @@ class ModelConfig:
     source_mask: Literal["causal", "prefix"] = "causal"
 
     def __post_init__(self):
+        for name in _HINTS:  # plain Python values only: each is written to JSON
+            value = getattr(self, name)
+            if type(value) not in (bool, int, float, str):
+                raise ConfigError(
+                    f"{name} must be {kind_of(_HINTS[name])}, got {shown(value)}"
+                    f"{_convert(value)}"
+                )
         try:  # every setting against its annotation, in one pass of pydantic's
             _SETTINGS.validate_python(dataclasses.asdict(self), strict=True)
         except ValidationError as e:  # the first one wrong, in words
@@ -212,6 +219,14 @@ def _number(x) -> str:
     if isinstance(x, int) and x >= 2**16 and x & (x - 1) == 0:
         return f"2**{x.bit_length() - 1}"
     return f"{x:g}"
+
+
+def _convert(value) -> str:
+    """What to do with a NumPy or torch number where a Python one belongs."""
+    library = type(value).__module__.split(".")[0]
+    if library in ("numpy", "torch"):
+        return f" (a {library} value: pass a Python number, int(x) or float(x))"
+    return ""
 
 
 def shown(value) -> str:

@@ -12,10 +12,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..checks import check_sentences
+from ..checks import check_sentences, encode_to_fit, is_integer
 from ..decoding import BATCH_SIZE, greedy_steps, output_limits
-from ..translation import clean, length_batches, pad_rows
-from .onnx_export import FORMAT
+from ..translation import length_batches, pad_rows
+from .digests import check_digests
+from .onnx_export import EXPORTED, FORMAT
 from ..errors import InputError
 from ..files import read_regular_file
 
@@ -56,8 +57,9 @@ def _read_export(d: Path) -> dict:
     missing = [k for k in _META_KEYS if not isinstance(meta, dict) or k not in meta]
     if missing or meta.get("format") != FORMAT or type(meta.get("format")) is not int:
         raise InputError(
-            f"{d / 'translator.json'} is not an export of format {FORMAT} "
-            f"(missing {missing}): export again with `transformer export-onnx`"
+            f"{d / 'translator.json'} is not an export of format {FORMAT} (its format: "
+            f"{meta.get('format') if isinstance(meta, dict) else None!r:.20}, missing "
+            f"{missing}): export again with `transformer export-onnx`"
         )
     vocab = meta.get("tgt_vocab_size", 0)
     ids_ok = all(
@@ -84,7 +86,25 @@ def _read_export(d: Path) -> dict:
     for name in ("encoder.onnx", "decoder.onnx"):
         # present and a regular file: onnxruntime reads it then
         _export_file(d / name, 4 << 30)
+    # a file swapped for another, cut short or edited: each has its digest from export
+    check_digests(
+        d, EXPORTED, True, InputError, "export again with `transformer export-onnx`"
+    )
     return meta
+
+
+def _tokenizer(path: Path):
+    """The sentencepiece model `path` of an export, read only if it is one."""
+    import sentencepiece
+
+    proto = _export_file(path, 256 << 20)
+    try:
+        return sentencepiece.SentencePieceProcessor(model_proto=proto)
+    except Exception as e:  # sentencepiece's own: RuntimeError, or a parse error
+        raise InputError(
+            f"{path} is not a sentencepiece model ({type(e).__name__}): export again "
+            "with `transformer export-onnx`"
+        ) from None
 
 
 class _GraphSteps:
@@ -113,21 +133,22 @@ class OnnxTranslator:
 
     def __init__(self, directory: str | Path, threads: int = 1):
         import onnxruntime
-        import sentencepiece
 
+        if not is_integer(threads) or threads < 0:
+            raise InputError(
+                f"threads={threads!r} must be an integer >= 0 (0: as many as "
+                "onnxruntime chooses)"
+            )
         d = Path(directory)
         self.meta = _read_export(d)
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = options.inter_op_num_threads = threads
+        options.intra_op_num_threads = options.inter_op_num_threads = int(threads)
         self.encoder, self.decoder = (
             self._session(onnxruntime, d / name, options)
             for name in ("encoder.onnx", "decoder.onnx")
         )
-        self.src_sp = sentencepiece.SentencePieceProcessor(
-            model_proto=_export_file(d / "source.model", 256 << 20)
-        )
-        self.tgt_sp = sentencepiece.SentencePieceProcessor(
-            model_proto=_export_file(d / "target.model", 256 << 20)
+        self.src_sp, self.tgt_sp = map(
+            _tokenizer, (d / "source.model", d / "target.model")
         )
 
     @staticmethod
@@ -166,12 +187,12 @@ class OnnxTranslator:
         """One output string per input sentence, in order (empty input, empty output).
 
         `sentences` is a list of strings: one string alone is refused (`InputError`), as
-        `translate` refuses it."""
+        `translate` refuses it; a sentence longer than the model reads is cut, with a
+        warning, as `translate` cuts it."""
         sentences = check_sentences(sentences, batch_size)  # translate's door rules
         m = self.meta
-        ids = [
-            x[: m["max_len"]] for x in self.src_sp.encode([clean(s) for s in sentences])
-        ]
+        # as `translate` encodes: a sentence too long is cut, with a warning
+        ids = encode_to_fit(self.src_sp.encode, sentences, m["max_len"], None)
         out = [""] * len(ids)
         # as `translate` batches (chapter 11)
         for chunk in length_batches([len(x) for x in ids], batch_size):

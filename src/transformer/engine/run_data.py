@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from .checkpoints import load_tokenizers
+from .loading import load_tokenizers
 from .config import NO_SPACES, DataConfig, TrainConfig
 from ..data import TranslationDataset
 from ..files import atomic_write_bytes, read_regular_file

@@ -19,12 +19,8 @@ try:
 except ImportError:  # Windows
     fcntl = None
 
-from transformer.engine.checkpoints import (
-    latest_checkpoint,
-    load_training_state,
-    read_train_config,
-    resumable_checkpoint,
-)
+from .checkpoints import load_training_state, resumable_checkpoint
+from .loading import latest_checkpoint, read_train_config
 from .config import TrainConfig
 from .config_parsing import check_resume_compatible
 from .data_fingerprint import check_same_data, data_fingerprint

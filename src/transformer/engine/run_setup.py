@@ -14,8 +14,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .checkpoints import load_weights, prune_checkpoints
-from .checkpoints import save_checkpoint
+from .checkpoints import prune_checkpoints, save_checkpoint
+from .model_files import load_weights
 from .config import TrainConfig
 from ..data import TokenBudgetBatchSampler, TranslationDataset
 from ..files import atomic_write_text

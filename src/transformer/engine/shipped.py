@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from .checkpoints import load_checkpoint, resolve_checkpoint
+from .loading import load_checkpoint, resolve_checkpoint
 from ..errors import CheckpointError, CheckpointNotFoundError, InputError
 from ..files import expand_user
 
