@@ -2,6 +2,7 @@
 
 import itertools
 import math
+import random
 import statistics
 
 import pytest
@@ -15,6 +16,7 @@ from transformer.stats import (
     bleu_statistics,
     compare,
     holm,
+    holm_levels,
     mean_sd,
     paired_bleu_test,
     paired_bootstrap,
@@ -259,9 +261,69 @@ def test_the_rule_corrects_for_the_family_it_is_given():
 
 def test_the_rule_says_not_distinguishable_with_the_interval_not_ruled_out():
     (verdict,) = compare({("a", "b"): pairs_of([1.0, -0.5, 0.8], [0.01, 0.2, 0.02])})
-    low, high = verdict.pairs.interval()
+    low, high = verdict.family_interval()
     assert verdict.better is None and low < 0 < high
     assert f"a gap from {low:+.1f} to {high:+.1f} BLEU is not ruled out" in str(verdict)
+
+
+def test_holms_levels_reject_exactly_what_holms_adjusted_p_values_reject():
+    rng = random.Random(0)
+    for _ in range(2000):
+        ps = [rng.random() ** rng.choice((1, 3, 8)) for _ in range(rng.randint(1, 12))]
+        for p, p_holm, alpha in zip(ps, holm(ps), holm_levels(ps)):
+            assert (p < alpha) == (p_holm < 0.05)
+            assert 0.05 / len(ps) <= alpha <= 0.05  # between Bonferroni's and none
+    # 0.001 against 0.05 / 3, 0.01 against 0.05 / 2, 0.2 against 0.05 (and kept)
+    assert holm_levels([0.001, 0.2, 0.01]) == pytest.approx([0.05 / 3, 0.05, 0.025])
+
+
+def test_the_bootstraps_interval_leaves_out_zero_exactly_when_p_is_below_its_level():
+    worse = [f"the cat number {i} sat on a mat" for i in range(60)]
+    some = [REFERENCES[i] if i % 3 else worse[i] for i in range(60)]
+    for hyps in (worse, some):
+        test = paired_bootstrap(*(bleu_statistics(h, REFERENCES) for h in (hyps, some)))
+        for alpha in (0.5, 0.05, 0.01, 0.004, 0.002, 0.0009):
+            low, high = test.interval(1 - alpha)
+            assert low <= test.gap <= high
+            assert (test.p_value < alpha) == (not low <= 0 <= high)
+        assert (test.low, test.high) == test.interval(0.95)
+
+
+def random_family(rng: random.Random, with_tests: bool) -> dict:
+    """Comparisons of invented recipes: seeds' gaps, their p-values, their scores."""
+    family = {}
+    for c in range(rng.randint(1, 6)):
+        n, mean = rng.randint(3, 6), rng.choice((0.0, 0.5, 2.0, -3.0))
+        gaps = [rng.gauss(mean, rng.choice((0.1, 1.0))) for _ in range(n)]
+        ps = [rng.choice((0.001, 0.004, 0.02, 0.3)) for _ in range(n)]
+        pairs = SeedPairs(gaps, ps if rng.random() < 0.8 else [], 1.0, [20.0] * n)
+        pairs.b_bleu = [20.0 + g for g in gaps]
+        family["a", f"b{c}"] = pairs
+    if with_tests:  # seeds whose own test keeps its draws: real paired bootstraps
+        worse = [f"the cat number {i} sat on a mat" for i in range(60)]
+        mixed = [REFERENCES[i] if i % 4 else worse[i] for i in range(60)]
+        family["a", "real"] = paired_over_seeds(
+            [(worse, mixed), (mixed, REFERENCES), (worse, REFERENCES)], REFERENCES
+        )
+    return family
+
+
+def test_a_verdict_and_its_family_interval_never_disagree():
+    # the family-level interval leaves out 0 exactly when the verdict is "better",
+    # and then on the side of the recipe called better
+    rng, seen = random.Random(1), set()
+    for trial in range(300):
+        for v in compare(random_family(rng, with_tests=trial % 30 == 0)):
+            low, high = v.family_interval()
+            one_at_a_time = v.pairs.interval()
+            assert low <= one_at_a_time[0] and one_at_a_time[1] <= high
+            if v.better is None:
+                assert low <= 0 <= high
+                assert f"a gap from {low:+.1f} to {high:+.1f}" in str(v)
+            else:
+                assert (low > 0) if v.better == v.b else (high < 0)
+            seen.add(v.better is None)
+    assert seen == {True, False}  # both kinds of verdict were checked
 
 
 def test_the_rule_refuses_fewer_than_three_seeds():
