@@ -2858,3 +2858,27 @@ def test_a_bad_config_corpus_or_run_folder_is_one_line_and_exit_2_and_writes_not
     before = listing(tmp_path, tiny_run)
     assert_one_line_error(*run_main(argv, None, capsys, monkeypatch), phrase)
     assert listing(tmp_path, tiny_run) == before
+
+
+def test_the_tensor_doors_raise_the_packages_errors_and_the_length_rule_is_checked_first():
+    """attention's and tiled_attention's refusals are TransformerErrors (an
+    InputTypeError is also a TypeError); translate refuses a bad output-length rule
+    at its door, even for an empty list, before anything is tokenised."""
+    import torch
+
+    from transformer import attention
+    from transformer.attention_cost import tiled_attention
+    from transformer.errors import InputError, InputTypeError, TransformerError
+
+    x = torch.ones(2, 3)
+    with pytest.raises(InputError, match="at least two dimensions"):
+        attention(torch.ones(3), x, x)
+    with pytest.raises(InputTypeError, match="floating-point") as err:
+        attention(x.long(), x, x)
+    assert isinstance(err.value, TypeError) and isinstance(err.value, TransformerError)
+    with pytest.raises(InputError, match="block=0"):
+        tiled_attention(x, x, x, block=0)
+    ckpt = load_translator("multi30k-de-en")
+    for kwargs in ({"max_len_a": -1.0}, {"max_len_b": 0}):
+        with pytest.raises(InputError, match="a \\* S \\+ b tokens"):
+            translate(ckpt, [], **kwargs)

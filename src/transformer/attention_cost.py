@@ -16,6 +16,7 @@ from torch.overrides import TorchFunctionMode
 
 from .blocks import Parts
 from .checks import check_attention_inputs
+from .errors import InputError
 from .modern import RotaryPositions, modern_parts
 from .multihead import MultiHeadAttention, split_heads
 
@@ -156,7 +157,7 @@ def tiled_attention(
     Memory: one (..., block, block) tile of scores at a time.
     """
     if isinstance(block, bool) or not isinstance(block, numbers.Integral) or block < 1:
-        raise ValueError(
+        raise InputError(
             f"block={block!r}: a block is an integer number of keys, at least 1"
         )
     check_attention_inputs(Q, K, V, mask)

@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/11_decoding.ipynb, ../../notebooks/18_decoder_only.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'MAX_ALPHA', 'CHARS_PER_TOKEN', 'is_integer', 'is_real', 'check_source', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'clean', 'encode_to_fit', 'check_sampling']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'MAX_ALPHA', 'CHARS_PER_TOKEN', 'is_integer', 'is_real', 'check_source', 'check_output_limits', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'clean', 'encode_to_fit', 'check_sampling']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask, a search's
@@ -10,6 +10,8 @@ __all__ = ['check_attention_mask', 'check_attention_inputs', 'MAX_ALPHA', 'CHARS
 # written once and applied where the input enters
 import torch
 from torch import Tensor
+
+from .errors import InputError, InputTypeError
 
 
 def _check_qkv_dims(Q: Tensor, K: Tensor, V: Tensor) -> None:
@@ -19,7 +21,7 @@ def _check_qkv_dims(Q: Tensor, K: Tensor, V: Tensor) -> None:
             shown = (
                 f"shape {tuple(X.shape)}" if isinstance(X, Tensor) else type(X).__name__
             )
-            raise ValueError(
+            raise InputError(
                 f"{name} must be a tensor of at least two dimensions "
                 f"(..., rows, width), got {shown}: for one vector use {name}[None]"
             )
@@ -28,18 +30,18 @@ def _check_qkv_dims(Q: Tensor, K: Tensor, V: Tensor) -> None:
 def _check_qkv_match(Q: Tensor, K: Tensor, V: Tensor) -> None:
     """Refuse Q, K, V of different or non-float dtypes, widths D_k or key counts S."""
     if not (Q.is_floating_point() and Q.dtype == K.dtype == V.dtype):
-        raise TypeError(
+        raise InputTypeError(
             f"Q, K and V must be floating-point tensors of one dtype, got {Q.dtype}, "
             f"{K.dtype} and {V.dtype}: convert them, e.g. with .float()"
         )
     if Q.shape[-1] != K.shape[-1] or Q.shape[-1] == 0:
-        raise ValueError(
+        raise InputError(
             f"Q has width D_k={Q.shape[-1]} but K has D_k={K.shape[-1]}: "
             "queries and keys are compared by a dot product, so their last dimensions "
             "must match (and not be 0)"
         )
     if K.shape[-2] != V.shape[-2]:
-        raise ValueError(
+        raise InputError(
             f"K has S={K.shape[-2]} rows but V has {V.shape[-2]}: "
             "every key needs exactly one value"
         )
@@ -50,7 +52,7 @@ def _qkv_batch_shape(Q: Tensor, K: Tensor, V: Tensor) -> torch.Size:
     try:
         return torch.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     except RuntimeError:
-        raise ValueError(
+        raise InputError(
             f"the batch dimensions of Q {tuple(Q.shape[:-2])}, K {tuple(K.shape[:-2])} "
             f"and V {tuple(V.shape[:-2])} do not broadcast together"
         ) from None
@@ -62,7 +64,7 @@ def check_attention_mask(mask: Tensor, scores: tuple[int, ...]) -> None:
         shown = (
             f"dtype {mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
         )
-        raise TypeError(
+        raise InputTypeError(
             f"mask must be a boolean tensor (True = may attend), got {shown}; "
             "convert a 0/1 mask with `mask.bool()`"
         )
@@ -71,7 +73,7 @@ def check_attention_mask(mask: Tensor, scores: tuple[int, ...]) -> None:
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(
+        raise InputError(
             f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
             f"(..., T, S) = {scores}"
         )
@@ -92,12 +94,12 @@ def check_attention_inputs(
 
 # %% ../../notebooks/11_decoding.ipynb #decoding-doors
 # the rules of chapter 11's doors: greedy_decode, beam_search and translate
+import math
 import numbers
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 
-from .errors import InputError
 from .memory import check_fits
 
 
@@ -168,6 +170,21 @@ def check_source(model, src: Tensor) -> None:
 # a practical bound: 0.6 to 1.5 are usual, and beyond 10 lp(L) swamps log P
 # (lp(127) ~ 2.7e13)
 MAX_ALPHA = 10.0
+
+
+def check_output_limits(max_len_a: float, max_len_b: int) -> None:
+    """The output-length rule a * S + b: a finite number a >= 0, an integer b >= 1."""
+    if not (
+        is_real(max_len_a)
+        and math.isfinite(max_len_a)
+        and max_len_a >= 0
+        and is_integer(max_len_b)
+        and max_len_b >= 1
+    ):
+        raise InputError(
+            f"max_len_a={max_len_a!r} and max_len_b={max_len_b!r}: the output may hold "
+            "a * S + b tokens, with a a finite number >= 0 and b an integer >= 1"
+        )
 
 
 def check_decoding(beam_size: int, alpha: float, vocab_size: int) -> None:
@@ -320,8 +337,7 @@ def encode_to_fit(
     return ids
 
 # %% ../../notebooks/18_decoder_only.ipynb #sampling-door
-# the rule of chapter 18's door: sample
-import math
+# the rule of chapter 18's door: sample (math: imported by chapter 11's cell)
 
 
 def check_sampling(temperature, top_k, top_p) -> None:

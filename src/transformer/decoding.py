@@ -15,11 +15,9 @@ from torch import Tensor, nn
 from transformer.checks import (
     check_beam,
     check_beam_fits,
+    check_output_limits,
     check_source,
-    is_integer,
-    is_real,
 )
-from .errors import InputError
 from .model import TransformerConfig, evaluating
 from .multihead import KVCache
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -57,17 +55,6 @@ def output_limits(
     in the table. Plain Python, so that the ONNX translator (appendix 96) applies the
     very same rule.
     """
-    if not (
-        is_real(max_len_a)
-        and math.isfinite(max_len_a)
-        and max_len_a >= 0
-        and is_integer(max_len_b)
-        and max_len_b >= 1
-    ):
-        raise InputError(
-            f"max_len_a={max_len_a!r} and max_len_b={max_len_b!r}: the output may hold "
-            "a * S + b tokens, with a a finite number >= 0 and b an integer >= 1"
-        )
     b = min(max_len_b, model_max_len)  # a larger b changes nothing
     return [
         max(
@@ -193,7 +180,9 @@ def greedy_decode(
     enters the decoder. `pick` (log-probabilities (b, |V|) -> tokens (b,)) chooses
     the next token otherwise: chapter 18 samples it.
     """
-    check_source(model, src)  # the door: transformer/checks.py
+    # the door: transformer/checks.py
+    check_source(model, src)
+    check_output_limits(max_len_a, max_len_b)
     c = model.config
     limits = output_limits(
         source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len
@@ -262,6 +251,7 @@ def beam_search(
     lists of n_best hypotheses, best first. The door (its settings, the source, the
     memory a beam will hold: transformer/checks.py), then the search."""
     check_beam(model, src, beam_size, alpha, n_best)
+    check_output_limits(max_len_a, max_len_b)
     limits = output_limits(
         source_lengths(src, model.config.pad_id),
         max_len_a,

@@ -13,6 +13,7 @@ import torch
 from transformer.checks import (
     check_beam_fits,
     check_decoding,
+    check_output_limits,
     check_sentences,
     check_translator,
     encode_to_fit,
@@ -79,6 +80,7 @@ def translate(
     alpha = settings["alpha"] if alpha is None else alpha
     model = checkpoint.model
     check_decoding(beam_size, alpha, model.config.tgt_vocab_size)
+    check_output_limits(max_len_a, max_len_b)
     device, limit = next(model.parameters()).device, model.config.max_len
     ids = encode_to_fit(
         checkpoint.src_tokenizer.encode_batch, sentences, limit, on_truncate
