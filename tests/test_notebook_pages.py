@@ -134,3 +134,28 @@ def test_hide_glue_moves_the_calls_and_their_stored_outputs_and_keeps_the_rest(
     assert hidden["metadata"]["execution"]["shell.execute_reply"] == "T"
     assert cells[2]["metadata"]["tags"] == ["remove-cell"]  # a cell of glue only
     assert len(cells) == 3
+
+
+def test_split_exports_cuts_a_long_export_cell_at_its_functions_and_keeps_the_code(
+    tmp_path,
+):
+    body = "".join(
+        f"# helper {n}\n@decorate\ndef f{n}():\n" + "    x = 1\n" * 8 + "\n\n"
+        for n in range(3)
+    )
+    cell = code("#| export\nimport os\n\n\n" + body, tags=["t"])
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps({"cells": [cell], "metadata": {}}))
+    split, left = pages.split_exports(path, lines=30)  # f0 and f1 fit together
+    cells = json.loads(path.read_text())["cells"]
+    assert (split, left, len(cells)) == (1, [], 2)
+    assert all(pages.source(c).startswith("#| export\n") for c in cells)
+    assert pages.source(cells[1]).startswith("#| export\n# helper 2\n@decorate\ndef f2")
+    assert cells[1]["metadata"]["tags"] == ["t"]
+    lines = [
+        line
+        for c in cells
+        for line in pages.source(c).splitlines()
+        if line.strip() and not line.startswith("#|")
+    ]
+    assert lines == ["import os", *[line for line in body.splitlines() if line.strip()]]

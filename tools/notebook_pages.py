@@ -3,6 +3,7 @@
     python tools/notebook_pages.py measure [NB ...] [--lines 40]   # the numbers, per notebook and in all
     python tools/notebook_pages.py hide-glue NB [NB ...]           # glue(...) calls into hidden cells
     python tools/notebook_pages.py add-setup NB [NB ...]           # the reader's set-up cell, first
+    python tools/notebook_pages.py split-exports NB [...] [--lines 40]  # long `#| export` cells, per function
 
 `measure` counts, over the code cells a page shows with their source open (not tagged remove-cell,
 remove-input, hide-input or hide-cell, and not inside a folded solution), the cells longer than
@@ -21,6 +22,11 @@ listed, to be moved by hand.
 `add-setup` inserts `SETUP`, naming the packages the notebook imports, as its first code cell (id `course-setup`, tagged remove-cell: the
 published page says how to run the chapter above its title, book/_ext/repository_door.py). A chapter
 opened on its own, downloaded or in a hosted notebook, stops there with one line that says what to run.
+
+`split-exports` cuts a shown `#| export` cell longer than `--lines` before each top-level function or
+class (with its decorators and the comments right above it), then joins neighbouring pieces again while
+they fit in `--lines`: the same code, in the same order, exported to the same module, in cells a reader
+can hold. A cell with stored outputs, or of one function, is left as it is (listed).
 
 Notebooks are rewritten as the project keeps them (json, indent 1, UTF-8, a final newline); run `ruff
 format` on them afterwards.
@@ -325,6 +331,86 @@ def add_setup(path: Path) -> bool:
     return True
 
 
+def pieces(text: str, tree: ast.Module) -> list[list[str]]:
+    """The cell's lines cut before each top-level def or class but the first (directive kept apart)."""
+    lines = text.splitlines()
+    starts = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            while first > 0 and lines[first - 1].lstrip().startswith("#"):
+                if lines[first - 1].startswith("#|"):
+                    break
+                first -= 1
+            starts.append(first)
+    cuts = [0, *starts[1:], len(lines)]
+    return [lines[a:b] for a, b in zip(cuts, cuts[1:])]
+
+
+def split_export(cell: dict, lines: int) -> list[dict] | None:
+    """`cell` cut into cells of at most `lines` lines where it can be, or None."""
+    text = source(cell)
+    directive = text.splitlines()[0]
+    tree = parse(text)
+    if tree is None or cell.get("outputs") or page_lines(cell) <= lines:
+        return None
+    parts = pieces(text, tree)
+    if len(parts) < 2:
+        return None
+    joined = [parts[0]]
+    for part in parts[1:]:
+        size = lambda chunk: sum(1 for x in chunk if not x.startswith("#|"))
+        if size(joined[-1]) + size(part) <= lines:
+            joined[-1] = joined[-1] + part
+        else:
+            joined.append(part)
+    if len(joined) < 2:
+        return None
+    end = cell["metadata"].get("execution", {}).get("shell.execute_reply")
+    cells = []
+    for n, chunk in enumerate(joined):
+        while chunk and not chunk[-1].strip():
+            chunk = chunk[:-1]
+        if n == 0:
+            cell["source"] = "\n".join(chunk).splitlines(keepends=True)
+            cells.append(cell)
+            continue
+        while chunk and not chunk[0].strip():
+            chunk = chunk[1:]
+        timed = {"execution": timing(end)} if end else {}
+        extra = {
+            k: v for k, v in cell["metadata"].items() if k not in ("execution", "id")
+        }
+        piece = new_cell("\n".join([directive, *chunk]), [], **extra, **timed)
+        piece["execution_count"] = cell.get("execution_count")
+        cells.append(piece)
+    return cells
+
+
+def split_exports(path: Path, lines: int) -> tuple[int, list[str]]:
+    """Split the long shown export cells of one notebook -> (cells split, cells left, described)."""
+    nb = read(path)
+    shown = {id(c) for c in shown_code_cells(nb)}
+    cells, split, left = [], 0, []
+    for cell in nb["cells"]:
+        long_export = (
+            id(cell) in shown
+            and source(cell).startswith("#| export")
+            and page_lines(cell) > lines
+        )
+        parts = split_export(cell, lines) if long_export else None
+        if parts:
+            split += 1
+            cells += parts
+            continue
+        cells.append(cell)
+        if long_export:
+            left.append(f"cell {cell.get('id')}: {page_lines(cell)} lines")
+    nb["cells"] = cells
+    write(path, nb)
+    return split, left
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -332,8 +418,10 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("notebooks", nargs="*", type=Path)
     m.add_argument("--lines", type=int, default=40)
     m.add_argument("--json", action="store_true", help="print the numbers as JSON")
-    for name in ("hide-glue", "add-setup"):
-        sub.add_parser(name).add_argument("notebooks", nargs="+", type=Path)
+    for name in ("hide-glue", "add-setup", "split-exports"):
+        one = sub.add_parser(name)
+        one.add_argument("notebooks", nargs="+", type=Path)
+        one.add_argument("--lines", type=int, default=40)
     args = parser.parse_args(argv)
     if args.command == "measure":
         paths = args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -346,7 +434,12 @@ def main(argv: list[str] | None = None) -> int:
         print("total:", "  ".join(f"{k}: {v}" for k, v in result["total"].items()))
         return 0
     for path in args.notebooks:
-        if args.command == "hide-glue":
+        if args.command == "split-exports":
+            split, left = split_exports(path, args.lines)
+            print(f"{path.name}: {split} long export cells split at their functions")
+            for place in left:
+                print(f"  left (one function, or outputs): {place}")
+        elif args.command == "hide-glue":
             moved, left = hide_glue(path)
             print(f"{path.name}: {moved} glue calls moved into hidden cells")
             for place in left:
