@@ -393,6 +393,16 @@ def test_every_page_fits_a_phone(built_book, book_site, phone):
             )
     total = totals(views)
     print(f"\nat {PHONE['width']} px ({time.monotonic() - start:.0f} s):", total)
+    measured = sorted(
+        (px, rel, what) for rel, px, what in figure_text(built_book, views) if px
+    )  # the phone's figures are reported, not held to SMALLEST_PX (the issue asks it of 1280 px)
+    small = [f"{rel}, {what}" for px, rel, what in measured if px < SMALLEST_PX]
+    print(
+        f"figures measured at {PHONE['width']} px: {len(measured)}, under {SMALLEST_PX} px:"
+        f" {len(small)}",
+        *small,
+        sep="\n  ",
+    )
     assert total["code lines scrolling"] <= 0.02 * total["code lines"], total
     assert not problems, "\n".join(problems)
 

@@ -60,11 +60,12 @@ if missing := [name for name in needs if importlib.util.find_spec(name) is None]
 
 
 def imported(nb: dict) -> list[str]:
-    """The packages outside Python's standard library that the notebook's code imports."""
+    """The packages outside Python's standard library that the notebook's cells import at their top
+    level (not an import inside a function, a `try` or an `if`: those may be optional)."""
     names = set()
     for cell in nb["cells"]:
         tree = parse(source(cell)) if cell["cell_type"] == "code" else None
-        for node in ast.walk(tree) if tree else ():
+        for node in tree.body if tree else ():
             if isinstance(node, ast.Import):
                 names.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
