@@ -112,11 +112,16 @@ def test_hide_glue_moves_the_calls_and_their_stored_outputs_and_keeps_the_rest(
         execution={"shell.execute_reply": "T"},
     )
     only_glue = code('glue("d", 4, display=False)\n', [glued("d")])
+    timed = code(
+        '# Output not compared: a timing\nms = 3\nglue("e", ms, display=False)\n',
+        [glued("e")],
+        tags=["nbval-ignore-output"],
+    )
     path = tmp_path / "nb.ipynb"
-    path.write_text(json.dumps({"cells": [cell, only_glue], "metadata": {}}))
+    path.write_text(json.dumps({"cells": [cell, only_glue, timed], "metadata": {}}))
     moved, left = pages.hide_glue(path)
     cells = json.loads(path.read_text())["cells"]
-    assert moved == 2 and len(left) == 2
+    assert moved == 3 and len(left) == 2
     assert pages.source(cells[0]) == (
         'x = 1\nprint(x + 1)\nglue("b", y, display=False)\nglue("c", x)\ny = 2'
     )
@@ -131,7 +136,10 @@ def test_hide_glue_moves_the_calls_and_their_stored_outputs_and_keeps_the_rest(
     assert hidden["execution_count"] == 3
     assert hidden["metadata"]["execution"]["shell.execute_reply"] == "T"
     assert cells[2]["metadata"]["tags"] == ["remove-cell"]  # a cell of glue only
-    assert len(cells) == 3
+    # a value whose output nbval ignores stays ignored where it moves, and says why
+    assert cells[4]["metadata"]["tags"] == ["nbval-ignore-output", "remove-cell"]
+    assert pages.source(cells[4]).startswith("# Output not compared by the tests")
+    assert len(cells) == 5
 
 
 def test_split_exports_cuts_a_long_export_cell_at_its_functions_and_keeps_the_code(

@@ -82,6 +82,10 @@ def setup_source(nb: dict) -> str:
     return SETUP.format(needs=needs)
 
 
+IGNORED = (
+    "# Output not compared by the tests (tagged: nbval ignores it): it glues values of the"
+    "\n# cell above, whose output is not compared either."
+)
 SOLUTION = re.compile(r"```\{solution-(start|end)\}")
 MAGIC = re.compile(r"^\s*[%!]")
 
@@ -282,7 +286,12 @@ def split_glue(cell: dict) -> tuple[dict | None, list[str]]:
     # its time stays counted in the cell it came from (tests/test_chapter_times.py sums them)
     end = cell["metadata"].get("execution", {}).get("shell.execute_reply")
     timed = {"execution": timing(end)} if end else {}
-    hidden = new_cell("\n".join(moved), glued, tags=["remove-cell"], **timed)
+    # a cell whose output nbval ignores (a timing, a training run) passes that on, with its reason
+    ignored = "nbval-ignore-output" in tags(cell)
+    if ignored:
+        moved.insert(0, IGNORED)
+    carried = sorted((tags(cell) - HIDDEN) | {"remove-cell"})
+    hidden = new_cell("\n".join(moved), glued, tags=carried, **timed)
     hidden["execution_count"] = cell.get("execution_count")  # nbval: a stored run
     return hidden, left
 
