@@ -165,3 +165,17 @@ def test_split_exports_cuts_a_long_export_cell_at_its_functions_and_keeps_the_co
         if line.strip() and not line.startswith("#|")
     ]
     assert lines == ["import os", *[line for line in body.splitlines() if line.strip()]]
+
+
+def test_add_setup_puts_the_cell_first_among_the_code_cells_as_a_stored_run(tmp_path):
+    title = {"cell_type": "markdown", "id": "t", "metadata": {}, "source": ["# 99 · X"]}
+    first = code("import torch\n", execution={"iopub.execute_input": "T0"})
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps({"cells": [title, first], "metadata": {}}))
+    assert pages.add_setup(path) and not pages.add_setup(path)  # once
+    cells = json.loads(path.read_text())["cells"]
+    setup = cells[1]
+    assert setup["id"] == pages.SETUP_ID and 'needs = ("torch",)' in pages.source(setup)
+    assert setup["metadata"]["tags"] == ["remove-cell"]
+    assert setup["execution_count"] == 3  # the next cell's: it counts as run
+    assert setup["metadata"]["execution"]["shell.execute_reply"] == "T0"

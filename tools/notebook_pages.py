@@ -336,6 +336,10 @@ def add_setup(path: Path) -> bool:
     )
     timed = {"execution": timing(start)} if start else {}
     cell = new_cell(wanted, [], id=SETUP_ID, tags=["remove-cell"], **timed)
+    if at < len(
+        nb["cells"]
+    ):  # a stored run, as the cells around it (tests/test_export.py)
+        cell["execution_count"] = nb["cells"][at].get("execution_count")
     nb["cells"].insert(at, cell)
     write(path, nb)
     return True
