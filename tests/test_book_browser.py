@@ -9,7 +9,9 @@ And what a reader sees, on every page, on a laptop (1280x800) and on a phone (39
 column holds the chapters' line length (pyproject.toml's ruff line-length, which the pages' CSS reads
 too), so at 1280 px no code line whose length is within it wraps and no code or output box scrolls
 sideways; on a phone at most 2 % of code lines scroll; the page is never wider than the phone; a display
-equation that scrolls shows that it does; every figure opens at full size. The chapter menu and the
+equation that scrolls shows that it does; every figure opens at full size, and at 1280 px its smallest
+text is at least 8 px (its size in points and the dpi, recorded in the PNG by notebooks/course_figures.py,
+scaled by the width the page shows it at). The chapter menu and the
 contents button open their panels on the phone, and printing a chapter keeps every line on the page.
 Screenshots of every page at both widths go to `_build/screenshots/`, with a printed chapter.
 
@@ -17,6 +19,7 @@ Needs Debian's Chromium (`apt-get install chromium`; `.ci/run` installs it) and 
 (in requirements.txt); skips with that instruction where either is missing.
 """
 
+import importlib.util
 import re
 import time
 import tomllib
@@ -102,6 +105,8 @@ READER_VIEW = """(columns) => {
     equationsCutWithoutCue: cut.filter(m => !getComputedStyle(m).backgroundImage.includes('gradient')).length,
     images: images.length,
     imagesWithoutFullSize: images.filter(i => !i.closest('a[href]')).length,
+    figures: images.filter(i => i.currentSrc.startsWith(location.origin)).map(i => ({
+      path: new URL(i.currentSrc).pathname, natural: i.naturalWidth, shown: i.getBoundingClientRect().width})),
   };
 }"""
 
@@ -166,6 +171,61 @@ def pages(book: Path) -> list[str]:
     )
 
 
+def figure_records():
+    """notebooks/course_figures.py, where the PNG's record of its smallest text is named."""
+    spec = importlib.util.spec_from_file_location(
+        "course_figures", ROOT / "notebooks" / "course_figures.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SMALLEST_PX = 8  # the smallest text of a figure, as shown at 1280 px
+# The chapters (by number) whose stored figures were drawn before notebooks/matplotlibrc (each draws at 72-80 dpi and
+# records nothing, or sets a font too small for its shown size; see the failures this test prints):
+# this list may only shrink. A chapter leaves it once it is re-executed with its explicit dpi removed
+# and every figure's smallest text at 8 px or more.
+FIGURES_NOT_YET = set("02 03 06 08 09 10 11 12 13 14 15 16 17 18".split())
+
+
+def figure_text(built_book: Path, views: dict) -> list[tuple[str, float | None, str]]:
+    """Each figure's smallest text in CSS pixels as the page shows it: its size in points (recorded in
+    the PNG by notebooks/course_figures.py) x dpi / 72 x shown width / pixel width. -> one row per
+    PNG figure: (page, pixels or None where the PNG records nothing, a description)."""
+    from PIL import Image
+
+    record = figure_records()
+    rows = []
+    for rel, view in views.items():
+        pngs = [f for f in view["figures"] if f["path"].endswith(".png")]  # not SVGs
+        for n, figure in enumerate(pngs, 1):
+            with Image.open(built_book / unquote(figure["path"]).lstrip("/")) as png:
+                text = png.text
+            scale = figure["shown"] / figure["natural"]
+            if record.SMALLEST not in text:
+                rows.append(
+                    (
+                        rel,
+                        None,
+                        f"figure {n}: not measured (drawn without "
+                        f"notebooks/matplotlibrc; shown at {scale:.2f} of its pixels)",
+                    )
+                )
+                continue
+            points, dpi = float(text[record.SMALLEST]), float(text[record.DPI])
+            px = points * dpi / 72 * scale
+            rows.append(
+                (
+                    rel,
+                    px,
+                    f"figure {n}: {px:.1f} px ({text[record.SMALLEST_TEXT]!r}: "
+                    f"{points:g} pt at {dpi:g} dpi, shown at {scale:.2f} of its pixels)",
+                )
+            )
+    return rows
+
+
 def test_every_page_renders_offline_with_math_images_links_and_no_directives(
     built_book, book_site, laptop
 ):
@@ -220,6 +280,38 @@ def test_every_page_renders_offline_with_math_images_links_and_no_directives(
                 )
     assert not problems, "\n".join(problems)
     check_laptop_column(views)
+    check_figure_text(built_book, views)
+
+
+def check_figure_text(built_book: Path, views: dict) -> None:
+    """At 1280x800 the smallest text of every figure is at least SMALLEST_PX, but in the chapters of
+    FIGURES_NOT_YET (which may only shrink); every figure is printed with its measure."""
+    rows = figure_text(built_book, views)
+    failing = {rel for rel, px, _ in rows if px is None or px < SMALLEST_PX}
+    print(
+        f"\nthe smallest text of each figure at {LAPTOP['width']} px "
+        f"({len(failing)} pages under {SMALLEST_PX} px or not measured):",
+        *(
+            f"{'  ' if px is not None and px >= SMALLEST_PX else '! '}{rel}, {what}"
+            for rel, px, what in rows
+        ),
+        sep="\n  ",
+    )
+    chapter = lambda rel: Path(rel).stem[:2]
+    passing = sorted(
+        {chapter(rel) for rel, _, _ in rows if rel not in failing} & FIGURES_NOT_YET
+    )
+    assert not passing, (
+        f"every figure of chapters {passing} is legible now: take them out of FIGURES_NOT_YET"
+    )
+    due = [
+        f"{rel}, {what}"
+        for rel, px, what in rows
+        if rel in failing
+        and (px is None or px < SMALLEST_PX)
+        and chapter(rel) not in FIGURES_NOT_YET
+    ]
+    assert not due, "\n".join(due)
 
 
 def totals(views: dict) -> dict:
@@ -301,6 +393,16 @@ def test_every_page_fits_a_phone(built_book, book_site, phone):
             )
     total = totals(views)
     print(f"\nat {PHONE['width']} px ({time.monotonic() - start:.0f} s):", total)
+    measured = sorted(
+        (px, rel, what) for rel, px, what in figure_text(built_book, views) if px
+    )  # the phone's figures are reported, not held to SMALLEST_PX (the issue asks it of 1280 px)
+    small = [f"{rel}, {what}" for px, rel, what in measured if px < SMALLEST_PX]
+    print(
+        f"figures measured at {PHONE['width']} px: {len(measured)}, under {SMALLEST_PX} px:"
+        f" {len(small)}",
+        *small,
+        sep="\n  ",
+    )
     assert total["code lines scrolling"] <= 0.02 * total["code lines"], total
     assert not problems, "\n".join(problems)
 

@@ -109,6 +109,25 @@ def test_forty_typed_sentences_translate_as_python_does(
     assert not refused, f"the page asked other hosts for {refused[:3]}"
 
 
+def test_the_menu_names_each_model_by_its_languages(built_book, book_site, chromium):
+    page, errors, _ = fresh_box(chromium, book_site + PAGE)
+    try:
+        page.wait_for_function(
+            "[...document.querySelectorAll('.ct-model option')].every(o => o.textContent.includes('→'))",
+            timeout=10_000,
+        )
+        menu = page.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('.ct-model option')].map(o => [o.value, o.textContent]))"
+        )
+    finally:
+        page.context.close()
+    assert menu == {
+        "tatoeba-en-zh": "English → Chinese",
+        "multi30k-de-en": "German → English",
+    }, menu
+    assert not errors, errors
+
+
 def test_the_box_says_what_to_do_when_the_book_is_opened_from_disk(
     built_book, chromium
 ):

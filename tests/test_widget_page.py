@@ -8,6 +8,8 @@ Needs Debian's Chromium (`apt-get install chromium`) and the PyPI package `playw
 download: it drives /usr/bin/chromium); skips with a message where either is missing.
 """
 
+from helpers import open_page
+
 CHAPTER = "notebooks/14_seeing_attention"
 
 
@@ -65,3 +67,32 @@ def test_the_explorer_renders_offline_and_its_controls_switch_the_map(
     assert not added, (
         f"console errors on the chapter's page: {added} (on every page, also without widgets: {every_page})"
     )
+
+
+def test_the_explorer_fits_a_phone(book_site, chromium):
+    """At 390x844 (touch) every control of the explorer is inside the window, the page does not pan
+    sideways and the map is no wider than its column."""
+    context = chromium.new_context(
+        viewport={"width": 390, "height": 844},
+        is_mobile=True,
+        has_touch=True,
+        device_scale_factor=2,
+    )
+    try:
+        page, errors, _ = open_page(context, f"{book_site}{CHAPTER}.html")
+        page.wait_for_selector("img.widget-image", state="visible", timeout=30_000)
+        view = page.evaluate(
+            """() => ({
+              page: document.documentElement.scrollWidth,
+              controls: [...document.querySelectorAll('.widget-dropdown select, .widget-text input, .widget-button')]
+                .map(e => e.getBoundingClientRect()).map(r => [Math.round(r.left), Math.round(r.right)]),
+              map: (() => { const i = [...document.querySelectorAll('img.widget-image')].find(i => i.offsetParent);
+                            return [i.getBoundingClientRect().right, i.closest('article').getBoundingClientRect().right]; })(),
+            })"""
+        )
+    finally:
+        context.close()
+    assert view["page"] <= 390, f"the page is {view['page']} px wide"
+    outside = [c for c in view["controls"] if c[0] < 0 or c[1] > 390]
+    assert len(view["controls"]) >= 6 and not outside, view["controls"]
+    assert view["map"][0] <= view["map"][1] + 1, view["map"]

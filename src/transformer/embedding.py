@@ -85,7 +85,7 @@ def table_rows(offset: int | Tensor, length: int, rows: int) -> slice | Tensor:
         return offset[:, None] + torch.arange(length, device=offset.device)  # (B, L)
     return slice(offset, offset + length)
 
-
+# %% ../../notebooks/05_embeddings.ipynb #768f466e
 class PositionalEncoding(nn.Module):
     """(B, L, D) -> (B, L, D): adds PE rows offset .. offset+L-1 (sinusoidal, fixed),
     then dropout.

@@ -215,6 +215,12 @@ function meanOverHeads(heads) {
 
 const TICKS = [0, 0.25, 0.5, 0.75, 1];
 
+// A model's name for a reader: its two languages, from the codes in its translator.json
+// ("de", "en" -> "German → English"); the folder's name where the browser cannot name a language.
+const languages = typeof Intl.DisplayNames === "function" ? new Intl.DisplayNames(["en"], { type: "language" }) : null;
+const language = (code) => { try { return (languages && languages.of(code)) || code; } catch { return code; } };
+export const title = (meta) => `${language(meta.src_lang)} → ${language(meta.tgt_lang)}`;
+
 function box(root) {
   const models = root.dataset.models.split(",");
   root.innerHTML = `
@@ -239,6 +245,10 @@ function box(root) {
         darker is more weight. Point at a cell for its value.</p>
     </div>`;
   const $ = (selector) => root.querySelector(selector);
+  for (const option of $(".ct-model").options) {  // the menu reads "German → English", not a folder's name
+    option.title = option.value;
+    metadata(option.value).then((meta) => { option.textContent = title(meta); }, () => null);
+  }
   const samples = JSON.parse(root.dataset.samples || "{}");
   const mb = (bytes) => (bytes / 1e6).toFixed(1);
   let result = null;  // the translation on show, with .model and .meta, or null

@@ -113,7 +113,7 @@ def load_parallel(
         on_empty,
     )
 
-
+# %% ../../../notebooks/91_corpora.ipynb #cc72af31
 def load_tsv(
     path: str | Path, src_col: int = 0, tgt_col: int = 1, *, on_empty: str = "skip"
 ) -> list[tuple[str, str]]:
@@ -240,7 +240,7 @@ def split_pairs(
         ].append(pair)
     return splits
 
-
+# %% ../../../notebooks/91_corpora.ipynb #06c056dc
 def load_tatoeba(
     split: str,
     root: str | Path | None = None,

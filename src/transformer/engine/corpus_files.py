@@ -57,7 +57,7 @@ def course_data_dir() -> Path | None:
         else None
     )
 
-
+# %% ../../../notebooks/91_corpora.ipynb #c5a2fbae
 def data_search_path(root: str | Path | None = None) -> list[Path]:
     """The folders a loader looks in, in order: `[root]` if given; else
     `$TRANSFORMER_DATA` if set, then the course's copy (`course_data_dir()`), then the
@@ -207,7 +207,7 @@ def _restore_hint(path: Path) -> str:
         "or copy the file from the course repository's data/ folder"
     )
 
-
+# %% ../../../notebooks/91_corpora.ipynb #ec4ae7b9
 def verify_corpus_file(path: str | Path, sha256: str) -> Path:
     """Check that the text of `path` (gunzipped if the name ends in `.gz`) has
     SHA-256 `sha256`, and return `path`.
@@ -229,7 +229,7 @@ def verify_corpus_file(path: str | Path, sha256: str) -> Path:
         )
     return path
 
-
+# %% ../../../notebooks/91_corpora.ipynb #0fd8e979
 def fetch_file(
     relpath: str,
     url: str,
