@@ -49,7 +49,7 @@ def _block_scores(Q, K, mask, q0, q1, k0, k1, offset, diagonal):
         scores = scores.masked_fill(j > i + offset, -math.inf)
     return scores
 
-
+# %% ../../notebooks/17_attention_cost.ipynb #504726b2
 def _tiled_forward(Q, K, V, mask, block, offset):
     """The online softmax over tiles of `block` queries by `block` keys.
 
@@ -80,7 +80,7 @@ def _tiled_forward(Q, K, V, mask, block, offset):
         L[..., q0:q1, :] = torch.where(seen, m + torch.log(l), math.inf)
     return O, L
 
-
+# %% ../../notebooks/17_attention_cost.ipynb #c7a4058c
 def _tiled_backward(dO, Q, K, V, O, L, mask, block, offset):
     """FlashAttention's backward: recompute each tile's probabilities from L.
 
@@ -109,7 +109,7 @@ def _tiled_backward(dO, Q, K, V, O, L, mask, block, offset):
     # inputs broadcast over the batch dimensions get the sum of their gradients
     return dQ.sum_to_size(Q.shape), dK.sum_to_size(K.shape), dV.sum_to_size(V.shape)
 
-
+# %% ../../notebooks/17_attention_cost.ipynb #4400b904
 class TiledAttention(torch.autograd.Function):
     """Tiled attention whose forward keeps only O and L for the backward pass
     (FlashAttention's memory: O(T) besides the inputs and output, no (T, S) tensor).
@@ -131,7 +131,7 @@ class TiledAttention(torch.autograd.Function):
         grads = _tiled_backward(dO, Q, K, V, O, L, ctx.mask, ctx.block, ctx.offset)
         return (*grads, None, None, None)
 
-
+# %% ../../notebooks/17_attention_cost.ipynb #aeea67fc
 def tiled_attention(
     Q: Tensor,
     K: Tensor,
@@ -279,7 +279,7 @@ def ungroup(x: Tensor, groups: int, T: int) -> Tensor:
     B, h_kv, _, F_ = x.shape
     return x.reshape(B, h_kv * groups, T, F_)
 
-
+# %% ../../notebooks/17_attention_cost.ipynb #41cf41ff
 class GroupedQueryAttention(MultiHeadAttention):
     """Multi-head attention whose h query heads share h_kv key/value heads.
 
@@ -324,7 +324,7 @@ class GroupedQueryAttention(MultiHeadAttention):
             weights = ungroup(weights, g, T)  # (B, h, T, S)
         return ungroup(A, g, T), weights  # (B, h, T, D_h)
 
-
+# %% ../../notebooks/17_attention_cost.ipynb #a02ffeba
 def _grouped_attention(
     d_model: int, num_heads: int, dropout: float, *, rotary_len: int = 0, **options
 ) -> GroupedQueryAttention:

@@ -44,7 +44,7 @@ class Hypothesis:
 MAX_LEN_A, MAX_LEN_B = 1.5, 10
 BATCH_SIZE = 64  # sentences translated together, unless the caller says otherwise
 
-
+# %% ../../notebooks/11_decoding.ipynb #01268c14
 def output_limits(
     lengths: Sequence[int], max_len_a: float, max_len_b: int, model_max_len: int
 ) -> list[int]:
@@ -89,7 +89,7 @@ class Seq2SeqModel(Protocol):
         cache: KVCache | None = None,
     ) -> Tensor: ...
 
-
+# %% ../../notebooks/11_decoding.ipynb #66584b42
 class DecoderSteps:
     """The decoder's side of a search: the encoder output, and a `KVCache`
     (chapter 03) when `use_cache`, the one `model.new_cache(memory)` starts from.
@@ -146,7 +146,7 @@ class DecoderSteps:
         if self.cache is not None:
             self.cache.select(rows, same_sources)
 
-
+# %% ../../notebooks/11_decoding.ipynb #513237c9
 def _log_probs(logits: Tensor) -> Tensor:
     """Logits (B, |V|) -> log-probabilities, in float32 at least (bf16 logits
     are lifted, float64 kept)."""
@@ -191,7 +191,7 @@ def greedy_decode(
         state = _start(model, src, use_cache)
         return greedy_steps(state, torch.tensor(limits, device=src.device), pick)
 
-
+# %% ../../notebooks/11_decoding.ipynb #3a5ac909
 def greedy_steps(
     state, limits: Tensor, pick: Callable[[Tensor], Tensor] | None = None
 ) -> list[Hypothesis]:
@@ -264,7 +264,7 @@ def beam_search(
         model, src, beam_size, alpha, n_best, limits, use_cache, early_stop
     )
 
-
+# %% ../../notebooks/11_decoding.ipynb #26152bd5
 @torch.no_grad()
 def _beam_search(
     model: Seq2SeqModel,

@@ -64,7 +64,7 @@ def parts_for(config: TransformerConfig, parts: Parts | None) -> Parts:
         )
     return PAPER if parts is None else parts
 
-
+# %% ../../notebooks/08_transformer.ipynb #5047e955
 class Transformer(nn.Module):
     """Encoder-decoder Transformer: source ids (B, S) and target ids (B, T)
     -> logits (B, T, |V_tgt|).
@@ -158,7 +158,7 @@ class Transformer(nn.Module):
         parts = ("src_embed", "tgt_embed", "positional", "encoder", "decoder")
         return parameters_per_part(self, (*parts, "generator"))
 
-
+# %% ../../notebooks/08_transformer.ipynb #249a69a1
 def parameters_per_part(model: nn.Module, names: tuple[str, ...]) -> dict[str, int]:
     """Parameters of each submodule `names` names, in that order, and in total; a tensor
     shared by two of them is counted once, in the first."""

@@ -66,7 +66,7 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         [even * cos - odd * sin, even * sin + odd * cos], dim=-1
     ).flatten(-2)  # (..., L, d_head)
 
-
+# %% ../../notebooks/16_modern_block.ipynb #9f410b43
 class RotaryPositions(nn.Module):
     """Turns queries or keys (..., L, d_head) at positions offset, ..., offset + L - 1
     by R_p.

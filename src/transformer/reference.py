@@ -142,7 +142,7 @@ class EncoderBlock(nn.Module):
         x = self.norm1(x + self.self_attn(x, x, src_mask))
         return self.norm2(x + self.ffn(x))
 
-
+# %% ../../notebooks/08_transformer.ipynb #b0367845
 class DecoderBlock(nn.Module):
     def __init__(self, D, h, D_ff):
         super().__init__()
@@ -166,7 +166,7 @@ def positions(L, D):  # (L, D): sin and cos of pos / 10000^(2i/D), positions 0 .
     )
     return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1).float()
 
-
+# %% ../../notebooks/08_transformer.ipynb #edc5939a
 class OneScreenTransformer(nn.Module):
     """Chapter 08's model as the paper has it, post-norm, one embedding shared by
     source, target and generator, without dropout: the package's `Transformer` with

@@ -47,7 +47,7 @@ def pad_rows(rows: Sequence[Sequence[int]], pad_id: int) -> list[list[int]]:
     width = max(map(len, rows), default=0)
     return [list(row) + [pad_id] * (width - len(row)) for row in rows]
 
-
+# %% ../../notebooks/11_decoding.ipynb #61f82524
 def translate(
     checkpoint,
     sentences: Sequence[str],

@@ -50,7 +50,7 @@ def recording_weights(model):
         for hook in hooks:
             hook.remove()
 
-
+# %% ../../notebooks/14_seeing_attention.ipynb #c6140b24
 def attention_module(model, kind: str, layer: int) -> MultiHeadAttention:
     """The attention block of one kind ("encoder", "decoder" or "cross")
     in layer `layer` (from 0)."""
@@ -64,7 +64,7 @@ def attention_module(model, kind: str, layer: int) -> MultiHeadAttention:
         )
     return layers[layer].cross_attn if kind == "cross" else layers[layer].self_attn
 
-
+# %% ../../notebooks/14_seeing_attention.ipynb #630a3443
 @torch.no_grad()
 def attention_weights(model, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
     """One teacher-forced pass with the weights kept:
@@ -127,7 +127,7 @@ class AttentionMaps:
         self.labels(kind)
         return getattr(self, kind)
 
-
+# %% ../../notebooks/14_seeing_attention.ipynb #ed9f2202
 def attention_maps(
     checkpoint,
     sentence: str,
@@ -175,11 +175,11 @@ def plot_attention(
     head: int | None = None,
     *,
     cell: float = 0.22,
-    fontsize: float = 7,
+    fontsize: float = 9,
     fig=None,
 ):
     """Heatmaps of one kind of attention: one (layer, head), or the grid of all N x h
-    maps when both are None.
+    maps when both are None (a row per head, a column per layer).
 
     Rows are queries (y axis), columns keys (x axis), both labelled with pieces; one
     colour bar, from 0 to 1, gives the attention weight. Returns the Figure.
@@ -190,14 +190,18 @@ def plot_attention(
     queries, keys = maps.labels(kind)
     N, h = weights.shape[:2]
     grid = (
-        [(i, j) for i in range(N) for j in range(h)]
+        [(i, j) for j in range(h) for i in range(N)]
         if layer is None and head is None
         else [(layer if layer is not None else 0, head if head is not None else 0)]
     )
-    rows, cols = (N, h) if len(grid) > 1 else (1, 1)
-    size = (1.2 + cell * len(keys), 1.0 + cell * len(queries))
+    rows, cols = (h, N) if len(grid) > 1 else (1, 1)
+    if len(grid) > 1:  # the pieces are named once per row and column: room for maps
+        size = (0.3 + cell * len(keys), 0.3 + cell * len(queries))
+        figsize = (size[0] * cols + 2.2, size[1] * rows + 1.1)
+    else:
+        figsize = (2.2 + cell * len(keys), 1.4 + cell * len(queries))
     if fig is None:
-        fig = plt.figure(figsize=(size[0] * cols + 1.0, size[1] * rows + 0.4))
+        fig = plt.figure(figsize=figsize)
     fig.set_layout_engine("constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
     query_name, key_name = _AXIS_NAMES[kind]
@@ -208,10 +212,15 @@ def plot_attention(
         ax.set_title(f"layer {i}, head {j}", fontsize=fontsize + 1)
         ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=fontsize)
         ax.set_yticks(range(len(queries)), queries, fontsize=fontsize)
-        if ax.get_subplotspec().is_last_row():  # key axis named under the bottom row
+        spec = ax.get_subplotspec()
+        if spec.is_last_row():  # keys named under the bottom row only
             ax.set_xlabel(key_name, fontsize=fontsize + 1)
-        if ax.get_subplotspec().is_first_col():  # query axis named left of column 0
+        else:
+            ax.tick_params(labelbottom=False)
+        if spec.is_first_col():  # queries named left of column 0 only
             ax.set_ylabel(query_name, fontsize=fontsize + 1)
+        else:
+            ax.tick_params(labelleft=False)
     bar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, aspect=30)
     bar.set_label("attention weight", fontsize=fontsize + 1)
     bar.ax.tick_params(labelsize=fontsize)
@@ -242,7 +251,7 @@ def zeroed_head(model, kind: str, layer: int, head: int):
     finally:
         handle.remove()
 
-
+# %% ../../notebooks/14_seeing_attention.ipynb #5d9180a0
 def ablation_bleu(
     checkpoint,
     sources,
@@ -291,7 +300,7 @@ def _pngs(maps: AttentionMaps, kind: str, dpi: int) -> list[list[bytes]]:
     plt.close(fig)
     return pngs
 
-
+# %% ../../notebooks/14_seeing_attention.ipynb #31f10187
 def attention_explorer(checkpoint, sentences, *, dpi: int = 96):
     """An ipywidgets explorer of every attention map of `sentences` (sentence,
     kind, layer, head dropdowns).
@@ -329,7 +338,7 @@ def attention_explorer(checkpoint, sentences, *, dpi: int = 96):
     box._links = links  # keep the links alive as long as the explorer
     return box
 
-
+# %% ../../notebooks/14_seeing_attention.ipynb #79503d6b
 def _dropdowns(N: int, h: int):
     """The sentence (empty until one is added), kind, layer and head dropdowns."""
     import ipywidgets as W
@@ -355,7 +364,7 @@ def _linked_stack(children, control, links: list):
     links.append(W.jslink((control, "index"), (stack, "selected_index")))
     return stack
 
-
+# %% ../../notebooks/14_seeing_attention.ipynb #9018a9ed
 def _pictures(maps: AttentionMaps, controls, links: list, dpi: int):
     """One sentence's maps in stacks nested kind > layer > head, linked to dropdowns."""
     import ipywidgets as W

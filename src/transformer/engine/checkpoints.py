@@ -58,7 +58,7 @@ def _from_tree(tree, tensors: dict):
         return {k: _from_tree(v, tensors) for k, v in tree.items()}
     return tree
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #02275bc1
 def save_training_state(state: dict, directory: Path) -> None:
     """Write `state` as training_state.json (numbers,
     structure) + training_state.safetensors."""
@@ -126,7 +126,7 @@ def checkpoint_problem(directory: Path) -> str | None:
         return f"SHA256SUMS: {e}"
     return None
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #eae026a9
 def resumable_checkpoint(checkpoints: Path) -> Path | None:
     """The newest intact checkpoint under `checkpoints` (the `latest` one first),
     or None if there is none at all.
@@ -167,7 +167,7 @@ def resumable_checkpoint(checkpoints: Path) -> Path | None:
         )
     return None
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #fb4eb7a8
 def save_checkpoint(
     directory: Path,
     *,
@@ -197,7 +197,7 @@ def save_checkpoint(
         write_digests(tmp)
     return directory
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #647ea88e
 def prune_checkpoints(checkpoints: Path, keep_last: int) -> None:
     keep = {
         p.resolve()

@@ -62,7 +62,7 @@ def _run_train(args) -> int:
         say(f"done: step {result.step}, {summary}; checkpoint {result.checkpoint}")
     return 0
 
-
+# %% ../../../notebooks/97_command_line.ipynb #cf5fb3a6
 def _run_translate(args) -> int:
     # --beam, --alpha and --batch-size are refused by translate, the door they go to
     if args.max_len is not None:
@@ -90,7 +90,7 @@ def _run_translate(args) -> int:
         say(line)
     return 0
 
-
+# %% ../../../notebooks/97_command_line.ipynb #9a934055
 def _run_evaluate(args) -> int:
     # --beam, --alpha and --batch-size are refused by translate, the door they go to
     if args.limit < 0:
@@ -122,7 +122,7 @@ def _run_evaluate(args) -> int:
     )
     return 0
 
-
+# %% ../../../notebooks/97_command_line.ipynb #90592a15
 def _run_export_onnx(args) -> int:
     if not str(args.out).strip():
         raise CommandError(
@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export_onnx_command(commands, model_help)
     return parser
 
-
+# %% ../../../notebooks/97_command_line.ipynb #f35a3a9b
 def _add_train_command(commands) -> None:
     """`transformer train` and its arguments."""
     p = commands.add_parser(
@@ -186,7 +186,7 @@ def _add_train_command(commands) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=_run_train)
 
-
+# %% ../../../notebooks/97_command_line.ipynb #0cfae165
 def _add_translate_command(commands, model_help: str) -> None:
     """`transformer translate` and its arguments."""
     p = commands.add_parser(
@@ -214,7 +214,7 @@ def _add_translate_command(commands, model_help: str) -> None:
     )
     p.set_defaults(run=_run_translate)
 
-
+# %% ../../../notebooks/97_command_line.ipynb #0491f2af
 def _add_decoding_arguments(p) -> None:
     """--beam, --alpha and --batch-size, which translate and evaluate share."""
     p.add_argument(
@@ -236,7 +236,7 @@ def _add_decoding_arguments(p) -> None:
         help=f"sentences decoded together (default {BATCH_SIZE})",
     )
 
-
+# %% ../../../notebooks/97_command_line.ipynb #13428293
 def _add_evaluate_command(commands, model_help: str) -> None:
     """`transformer evaluate` and its arguments."""
     p = commands.add_parser(
@@ -266,7 +266,7 @@ def _add_evaluate_command(commands, model_help: str) -> None:
     )
     p.set_defaults(run=_run_evaluate)
 
-
+# %% ../../../notebooks/97_command_line.ipynb #c04d647b
 def _add_export_onnx_command(commands, model_help: str) -> None:
     """`transformer export-onnx` and its arguments."""
     p = commands.add_parser(
@@ -302,7 +302,7 @@ def _one_line(message: str) -> str:
         text += (" " if text.endswith(":") else "; ") + line
     return text
 
-
+# %% ../../../notebooks/97_command_line.ipynb #a52762f3
 def main(argv: list[str] | None = None) -> int:
     """`transformer train | translate | evaluate | export-onnx ...`: returns the exit
     status (2 for bad input).

@@ -41,7 +41,7 @@ def read_input_lines(data: bytes, source: str = "standard input") -> list[str]:
         lines.pop()  # a final newline ends the last line; it starts no new one
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
-
+# %% ../../../notebooks/97_command_line.ipynb #61c4dc80
 def argument_lines(texts: list[str]) -> list[str]:
     """Sentences given as arguments; bytes that are not UTF-8 reach Python as lone
     surrogates, and are refused."""
@@ -59,7 +59,7 @@ def argument_lines(texts: list[str]) -> list[str]:
 
 STDIN_LIMIT = 256 << 20  # bytes of sentences read from standard input in one command
 
-
+# %% ../../../notebooks/97_command_line.ipynb #2f6d7357
 def stdin_lines() -> list[str]:
     """Standard input's lines, read a block at a time: a NUL byte (binary data,
     /dev/zero) is refused at the block that holds it, and input beyond `STDIN_LIMIT`

@@ -40,7 +40,7 @@ def _range(*reason: str, **bounds) -> Field:
 
 _Decay = Annotated[float, _range("they are Adam's decay rates", ge=0, lt=1)]
 
-
+# %% ../../../notebooks/92_configuration.ipynb #92434e8d
 @dataclass(frozen=True)
 class DataConfig:
     """Which corpus, which direction, and how it is tokenised and filtered."""
@@ -70,7 +70,7 @@ class DataConfig:
     # the target side's when shared_vocab = false (0: the same as vocab_size)
     tgt_vocab_size: Annotated[int, _range("0 means vocab_size", ge=0)] = 0
 
-
+# %% ../../../notebooks/92_configuration.ipynb #fc35724d
 @dataclass(frozen=True)
 class OptimConfig:
     """How long, how big the batches, and the optimiser with its schedule."""
@@ -95,7 +95,7 @@ class OptimConfig:
 
 NO_SPACES = ("zh", "ja", "th")  # languages written without spaces between words
 
-
+# %% ../../../notebooks/92_configuration.ipynb #7337c78a
 def _strict_copy(cls, name: str, doc: str, leave_out: tuple[str, ...] = ()) -> type:
     """`cls`'s settings (but `leave_out`), with their defaults, in a dataclass that
     pydantic checks strictly: wrong types and unknown keys are errors that name the

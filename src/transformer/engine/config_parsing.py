@@ -31,7 +31,7 @@ SET_BY_TOKENIZER = ("src_vocab_size", "tgt_vocab_size", "pad_id")
 def _adapter(tp) -> TypeAdapter:
     return TypeAdapter(tp)
 
-
+# %% ../../../notebooks/92_configuration.ipynb #12150f9f
 def _locate(cls, loc: tuple, prefix: str = "") -> tuple[str, object]:
     """Follow an error's location through the dataclasses:
     ('optim', 'epochs') -> ('optim.epochs', int)."""
@@ -66,7 +66,7 @@ _OUT_OF_RANGE = (
     "finite_number",
 )
 
-
+# %% ../../../notebooks/92_configuration.ipynb #73edce4b
 def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
     """Turn pydantic's report into one sentence that names the
     setting (the first problem only)."""
@@ -121,7 +121,7 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
         return ConfigError(f"{where}={e['input']!r} must be {kind_of(tp)}")
     return ConfigError(f"{where} must be {kind_of(tp)}, got {shown(e['input'])}")
 
-
+# %% ../../../notebooks/92_configuration.ipynb #29deaaf9
 def parse_config(cls, data, where: str = ""):
     """Build the dataclass `cls` (nested ones included) from TOML or
     JSON data, checked by pydantic.

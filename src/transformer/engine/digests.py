@@ -36,7 +36,7 @@ def sha256_of(path: Path) -> str:
             digest.update(chunk)
     return digest.hexdigest()
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #8c990741
 def write_digests(folder: Path, names: tuple[str, ...] = DIGESTED) -> Path:
     """folder/SHA256SUMS: the SHA-256 of those of `names` it holds (a model folder's
     weights and tokenizer(s)), in `sha256sum`'s format (so `sha256sum -c SHA256SUMS`
@@ -46,7 +46,7 @@ def write_digests(folder: Path, names: tuple[str, ...] = DIGESTED) -> Path:
     text = "".join(f"{sha256_of(folder / n)}  {n}\n" for n in present)
     return atomic_write_text(folder / DIGESTS, text)
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #3a299507
 def check_digests(
     folder: Path,
     names: tuple[str, ...] = DIGESTED,
@@ -91,7 +91,7 @@ def check_digests(
                 f"on the disk); {again}"
             )
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #18db5ca1
 def saved_format(folder: Path) -> int:
     """The model format `folder` was saved in: the larger of what model_config.json
     says and what the weights' metadata says (written into model.safetensors at save,

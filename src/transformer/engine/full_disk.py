@@ -24,7 +24,7 @@ def disk_is_full(e: BaseException) -> bool:
         return e.errno in _FULL
     return any(text in str(e) for text in _FULL_TEXTS)
 
-
+# %% ../../../notebooks/95_training_run.ipynb #620b1a93
 @contextlib.contextmanager
 def full_disk_is_one_line(folder: str | Path, then: Callable[[Path], str]):
     """Turn a full disk met inside the block into one `DiskFullError` that names
@@ -58,7 +58,7 @@ def after_a_full_disk(out_dir: str | Path) -> str:
         "space (or set another out_dir), then start the run again without --resume"
     )
 
-
+# %% ../../../notebooks/95_training_run.ipynb #8b8e7318
 def after_a_full_evaluation(out_dir: Path) -> str:
     """What `transformer evaluate` tells its user when the disk fills up as it writes
     its translations and scores (each file is written whole or not at all)."""

@@ -77,7 +77,7 @@ def _pointer_name(checkpoints: Path, pointer: str) -> str | None:
         )
     return name
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #3e3abc60
 def latest_checkpoint(checkpoints: Path, pointer: str = "latest") -> Path | None:
     """The checkpoint directory that `checkpoints/latest` (or `best`) names;
     None if no pointer or no weights."""
@@ -104,7 +104,7 @@ class Checkpoint:
         trained on ("val", "test_2016_flickr", ...)."""
         return split_pairs_for(self.train_config.data, split)
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #505051f5
 def resolve_checkpoint(path: str | Path, pointer: str = "latest") -> Path:
     """Accept a run directory, its checkpoints/ directory or one
     checkpoint; return the checkpoint."""
@@ -125,7 +125,7 @@ def resolve_checkpoint(path: str | Path, pointer: str = "latest") -> Path:
         "directory (one holding model.safetensors)"
     )
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #26fa148e
 def _read_json(path: Path) -> dict:
     """One of a checkpoint's JSON files, as a dict; `CheckpointError` names the
     file if it is missing or damaged."""
@@ -152,7 +152,7 @@ def _read_json(path: Path) -> dict:
         )
     return data
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #1ec6b61c
 def read_model_config(directory: Path) -> ModelConfig:
     """directory/model_config.json as a `ModelConfig`, checked (its format,
     unknown settings, types, the model's own rules); `CheckpointError` says what is
@@ -190,7 +190,7 @@ def read_train_config(directory: Path) -> TrainConfig:
             f"{path}: {e}; copy the train_config.json that was saved with these weights"
         ) from None
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #54bd5c14
 def load_tokenizers(
     directory: Path, shared: bool | None = None
 ) -> tuple[Tokenizer, Tokenizer]:
@@ -232,7 +232,7 @@ def load_tokenizers(
             ) from None
     return (tokenizers[0], tokenizers[0]) if shared else (tokenizers[0], tokenizers[1])
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #11b25865
 def load_checkpoint(
     path: str | Path, device: str | torch.device = "cpu", pointer: str = "latest"
 ) -> Checkpoint:

@@ -93,7 +93,7 @@ class MetricsLog:
         if self._tb is not None:
             self._tb.close()
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #2ab8727a
 def _rows(path: Path) -> list[dict]:
     """The rows of a metrics.csv as text, each checked: of the header's width, its
     kind "step" or "epoch", its step a whole number, every other cell empty or a
@@ -122,7 +122,7 @@ def _rows(path: Path) -> list[dict]:
         )
     return rows
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #7a1f6acc
 def _sound(row: dict) -> bool:
     """Whether a metrics row holds what `MetricsLog.log` writes."""
     try:

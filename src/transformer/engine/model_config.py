@@ -84,7 +84,7 @@ class ModelConfig:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
-
+# %% ../../../notebooks/92_configuration.ipynb #07301222
 def _check_together(c: ModelConfig) -> None:
     """The rules that join settings, asked of the parts that hold them."""
     d_head = head_width(c.d_model, c.num_heads)  # h divides D
@@ -117,7 +117,7 @@ def _check_together(c: ModelConfig) -> None:
             "model (num_encoder_layers = 0); an encoder always sees its whole source"
         )
 
-
+# %% ../../../notebooks/92_configuration.ipynb #940eaa6f
 def build_model(config: ModelConfig) -> nn.Module:
     """The model `config` describes: chapter 08's `Transformer` made of chapter 16's
     parts (with chapter 17's grouped-query attention when `kv_heads` asks for it), or
@@ -145,7 +145,7 @@ def build_model(config: ModelConfig) -> nn.Module:
         return DecoderOnly(config, parts, config.source_mask)
     return Transformer(config, parts)
 
-
+# %% ../../../notebooks/92_configuration.ipynb #4580957a
 def model_bytes(config: ModelConfig) -> int:
     """Bytes of a model's weights and buffers in float32, counted on the
     meta device: nothing is allocated.
@@ -174,7 +174,7 @@ def model_bytes(config: ModelConfig) -> int:
         + (config.num_decoder_layers - 1) * per_decoder_layer
     )
 
-
+# %% ../../../notebooks/92_configuration.ipynb #01d2b168
 def kind_of(tp) -> str:
     """An annotation in words, its ranges left out: 'int', 'one of [...]',
     'tuple[float, float]', 'str | None'."""
@@ -213,7 +213,7 @@ def range_of(tp) -> str:
     words = f"a finite number {words}" if tp is float else words
     return f"{words}: {reason}" if reason else words
 
-
+# %% ../../../notebooks/92_configuration.ipynb #8da62b08
 def _number(x) -> str:
     """A bound as a reader writes it: 0.5, 1e-30, 2**63."""
     if isinstance(x, int) and x >= 2**16 and x & (x - 1) == 0:

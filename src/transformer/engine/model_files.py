@@ -39,7 +39,7 @@ def _built_from_its_config(model: nn.Module) -> bool:
     )
     return layout(model) == layout(rebuilt)
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #b987d44b
 def save_model_files(
     model: nn.Module, folder: Path, languages: tuple[str, str] | None = None
 ) -> None:
@@ -64,7 +64,7 @@ def save_model_files(
 
 _FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")  # safetensors' names of float types
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #ac51d896
 def _stored_tensors(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
     """{name: (dtype, shape)} of every tensor in a safetensors file, read from
     its header (no weight is read).
@@ -95,7 +95,7 @@ def _stored_tensors(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
             "copy it again, or use another checkpoint"
         ) from None
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #9d069b62
 def _sizes_in(stored: dict) -> dict[str, int]:
     """The sizes that the stored shapes fix whatever the parts: d_model, the
     vocabularies, the layer counts (the tensors of every part are compared
@@ -120,7 +120,7 @@ def _sizes_in(stored: dict) -> dict[str, int]:
             sizes[size] = stored[name][1][dim]
     return sizes
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #694bdc9a
 def _check_stored(stored: dict, config: ModelConfig, path: Path) -> None:
     """Refuse weights that are not floating point, or whose sizes are
     not those of model_config.json."""
@@ -141,7 +141,7 @@ def _check_stored(stored: dict, config: ModelConfig, path: Path) -> None:
             "model_config.json that was saved with these weights"
         )
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #228df417
 def load_weights(
     model: nn.Module, path: Path, device: str | torch.device = "cpu"
 ) -> None:
@@ -181,7 +181,7 @@ def load_weights(
                 "or the run that wrote them diverged; use an earlier checkpoint"
             )
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #e9780956
 def check_stored_weights(directory: Path, config: ModelConfig) -> None:
     """Refuse a directory/model.safetensors that cannot be read, holds a tensor that
     is not floating point, or sizes that are not `config`'s: read from its header,
@@ -189,7 +189,7 @@ def check_stored_weights(directory: Path, config: ModelConfig) -> None:
     path = directory / "model.safetensors"
     _check_stored(_stored_tensors(path), config, path)
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #39aa95f9
 def check_saved_configs(
     directory: Path,
     config: ModelConfig,
@@ -240,7 +240,7 @@ def check_saved_configs(
         CheckpointError,
     )
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #68538779
 def _differences(said: dict, held: dict) -> tuple[str, str] | None:
     """The settings that `held` gives otherwise than `said` (one it lacks agrees), as
     "name=value, ..." for each; None if there are none."""
@@ -249,7 +249,7 @@ def _differences(said: dict, held: dict) -> tuple[str, str] | None:
         return None
     return tuple(", ".join(f"{k}={side[k]!r}" for k in differ) for side in (said, held))
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #fdef3524
 def _check_train_config(
     directory: Path, config: ModelConfig, train_config: TrainConfig, languages
 ) -> None:

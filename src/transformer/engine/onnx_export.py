@@ -107,7 +107,7 @@ def _float16_initializers(path: Path) -> None:
     onnx.checker.check_model(proto)
     atomic_write_bytes(path, proto.SerializeToString())
 
-
+# %% ../../../notebooks/96_onnx.ipynb #2aadff31
 def _export(
     module: nn.Module,
     args: tuple,
@@ -142,7 +142,7 @@ def weights_sha256(model_dir: str | Path) -> str:
         (Path(model_dir) / "model.safetensors").read_bytes()
     ).hexdigest()
 
-
+# %% ../../../notebooks/96_onnx.ipynb #402ca80a
 def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
     """Refuse, before any work: an `out_dir` that is a file, a folder holding files
     without `replace`, and one whose replacing would take the model or the current
@@ -174,7 +174,7 @@ def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
             "--replace (replace=True) to replace the folder and everything in it"
         )
 
-
+# %% ../../../notebooks/96_onnx.ipynb #9d99da4b
 @torch.no_grad()
 def export_onnx(
     model: str | Path, out_dir: str | Path, replace: bool = False, **load_options
@@ -216,7 +216,7 @@ def export_onnx(
         ) from None
     return out
 
-
+# %% ../../../notebooks/96_onnx.ipynb #a28b3452
 def _write_export(checkpoint, out: Path) -> None:
     """The export's files, written into the empty folder `out`."""
     m = checkpoint.model.eval()  # float32, as load_translator returns it
@@ -229,7 +229,7 @@ def _write_export(checkpoint, out: Path) -> None:
     )
     write_digests(out, EXPORTED)  # checked by OnnxTranslator before it reads a file
 
-
+# %% ../../../notebooks/96_onnx.ipynb #9f037804
 def _export_graphs(m: nn.Module, out: Path) -> None:
     """Trace the model `m` into `encoder.onnx` and `decoder.onnx` in `out`."""
     # (2, 4): a padded batch, so masks are traced
@@ -261,7 +261,7 @@ def _export_graphs(m: nn.Module, out: Path) -> None:
         },
     )
 
-
+# %% ../../../notebooks/96_onnx.ipynb #174882e9
 def _translator_meta(checkpoint) -> dict:
     """The settings of translator.json: what a runtime needs besides the two graphs."""
     data = checkpoint.train_config.data

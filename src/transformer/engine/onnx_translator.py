@@ -42,7 +42,7 @@ def _export_file(path: Path, limit: int) -> bytes:
             "`transformer export-onnx`"
         ) from None
 
-
+# %% ../../../notebooks/96_onnx.ipynb #d2f9a8f3
 def _read_export(d: Path) -> dict:
     """translator.json of an export folder, checked: JSON, the format this code reads,
     every setting it needs."""
@@ -92,7 +92,7 @@ def _read_export(d: Path) -> dict:
     )
     return meta
 
-
+# %% ../../../notebooks/96_onnx.ipynb #f89f872d
 def _tokenizer(path: Path):
     """The sentencepiece model `path` of an export, read only if it is one."""
     import sentencepiece
@@ -123,7 +123,7 @@ class _GraphSteps:
     def select(self, rows: Tensor) -> None:
         self.memory, self.src = self.memory[rows.numpy()], self.src[rows.numpy()]
 
-
+# %% ../../../notebooks/96_onnx.ipynb #a529cf8c
 class OnnxTranslator:
     """Greedy translation with the ONNX files of `export_onnx`, run by onnxruntime:
     the network runs in the graphs, the loop is chapter 11's `greedy_steps` (encode

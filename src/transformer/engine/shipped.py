@@ -40,7 +40,7 @@ def _holds_a_checkpoint(path: Path) -> bool:
         return False
     return True
 
-
+# %% ../../../notebooks/93_checkpoints.ipynb #b3c2218a
 def load_translator(
     model: str | Path = "multi30k-de-en", device: str | torch.device = "cpu"
 ):

@@ -30,7 +30,7 @@ class StdoutClosed(Exception):
     """The reader of standard output went away
     (`transformer translate ... | head -1`)."""
 
-
+# %% ../../../notebooks/97_command_line.ipynb #2fa7619b
 def say(text: str) -> None:
     """Print one line to standard output, now: a reader that closed the pipe ends the
     command quietly, and a standard output that cannot take the line (a full disk) is

@@ -52,7 +52,7 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
         torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
     )
 
-
+# %% ../../../notebooks/95_training_run.ipynb #7d82f286
 def train_step(
     model: nn.Module,
     batch,
