@@ -83,17 +83,12 @@ def attention_weights(model, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
         )
     with evaluating(model), recording_weights(model) as weights:
         model(src, tgt_in)
-    layers = {
-        "encoder": len(model.encoder.layers),
-        "decoder": len(model.decoder.layers),
-        "cross": len(model.decoder.layers),
+    blocks = {
+        "encoder": [layer.self_attn for layer in model.encoder.layers],
+        "decoder": [layer.self_attn for layer in model.decoder.layers],
+        "cross": [layer.cross_attn for layer in model.decoder.layers],
     }
-    return {
-        kind: torch.stack(
-            [weights[attention_module(model, kind, i)] for i in range(layers[kind])]
-        )
-        for kind in KINDS
-    }
+    return {kind: torch.stack([weights[b] for b in blocks[kind]]) for kind in KINDS}
 
 # %% ../../notebooks/14_seeing_attention.ipynb #1bb9cde9
 @dataclass
@@ -212,15 +207,13 @@ def plot_attention(
         ax.set_title(f"layer {i}, head {j}", fontsize=fontsize + 1)
         ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=fontsize)
         ax.set_yticks(range(len(queries)), queries, fontsize=fontsize)
+        # keys named under the bottom row only, queries left of column 0 only
         spec = ax.get_subplotspec()
-        if spec.is_last_row():  # keys named under the bottom row only
+        ax.tick_params(labelbottom=spec.is_last_row(), labelleft=spec.is_first_col())
+        if spec.is_last_row():
             ax.set_xlabel(key_name, fontsize=fontsize + 1)
-        else:
-            ax.tick_params(labelbottom=False)
-        if spec.is_first_col():  # queries named left of column 0 only
+        if spec.is_first_col():
             ax.set_ylabel(query_name, fontsize=fontsize + 1)
-        else:
-            ax.tick_params(labelleft=False)
     bar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, aspect=30)
     bar.set_label("attention weight", fontsize=fontsize + 1)
     bar.ax.tick_params(labelsize=fontsize)
