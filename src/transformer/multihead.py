@@ -48,7 +48,8 @@ def merge_heads(x: Tensor) -> Tensor:
 def _fused_attention(
     Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None, dropout_p: float
 ) -> Tensor:
-    """`scaled_dot_product_attention`, with `attention`'s rule that a query with no allowed key gets zeros.
+    """`scaled_dot_product_attention`, with `attention`'s rule that a query with no
+    allowed key gets zeros.
 
     Q: (B, h, T, D_h), K and V: (B, h, S, D_h) -> (B, h, T, D_h).
     """
