@@ -19,11 +19,9 @@ pages = load_tool("notebook_pages")
 
 # The chapters (by number) that still show glue calls: `python tools/notebook_pages.py hide-glue
 # notebooks/NB.ipynb`, then `ruff format` it (its stored outputs move with the calls).
-GLUE_SHOWN_YET = set("02 06 08 09 10 11 12 13 14 15 16 17 18 96".split())
+GLUE_SHOWN_YET = set("02 08 09 11 13 14 15 16 17 18 96".split())
 # The chapters without the set-up cell: `python tools/notebook_pages.py add-setup notebooks/NB.ipynb`.
-WITHOUT_SETUP_YET = set(
-    "02 03 06 08 09 10 11 12 13 14 15 16 17 18 92 93 95 96 97".split()
-)
+WITHOUT_SETUP_YET = set("02 03 08 09 11 14 15 16 17 92 93 95 96 97".split())
 
 
 def glue_shown(path: Path) -> int:
