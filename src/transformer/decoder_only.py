@@ -56,7 +56,7 @@ class Source:
         kept = rows if self.rows is None else self.rows[rows]
         return Source(self.cache, self.lengths[rows], self.hidden[rows], kept)
 
-
+# %% ../../notebooks/18_decoder_only.ipynb #12750b80
 class DecoderOnly(nn.Module):
     """A decoder-only Transformer: source ids (B, S) and target ids (B, T) -> logits
     (B, T, |V|) for the target positions, as chapter 08's model, from one stack.
@@ -209,7 +209,7 @@ def sampling_distribution(
         p = p.masked_fill(p < least, 0.0)
     return p / p.sum(-1, keepdim=True)
 
-
+# %% ../../notebooks/18_decoder_only.ipynb #47c20beb
 @torch.no_grad()
 def sample(
     model: nn.Module,

@@ -60,7 +60,7 @@ def _check_aligned(hypotheses: Sequence[str], references: Sequence) -> None:
             "they must align line by line"
         )
 
-
+# %% ../../notebooks/12_evaluation.ipynb #a9a342d0
 def corpus_bleu(
     hypotheses: Sequence[str],
     references: Sequence,
@@ -147,7 +147,7 @@ def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
         ) from None
     return top
 
-
+# %% ../../notebooks/12_evaluation.ipynb #d3a76244
 def _check_evaluation_inputs(pairs, split: str, limit: int) -> None:
     """Refuse a `limit`, a `split` name or `pairs` that `evaluate_pairs` cannot use."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
@@ -167,7 +167,7 @@ def _check_evaluation_inputs(pairs, split: str, limit: int) -> None:
     if not pairs:
         raise InputError("pairs is empty: there is nothing to score")
 
-
+# %% ../../notebooks/12_evaluation.ipynb #5176c157
 def _timed_translations(
     checkpoint,
     sources: list[str],
@@ -194,7 +194,7 @@ def _timed_translations(
         raise
     return hypotheses, time.perf_counter() - start
 
-
+# %% ../../notebooks/12_evaluation.ipynb #8942e28d
 def _scores(
     hypotheses: list[str], references: list[list[str]], tgt_lang: str
 ) -> list[Score]:
@@ -220,7 +220,7 @@ def _write_results(out: Path, split: str, hypotheses: list[str], report: dict) -
         (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     )
 
-
+# %% ../../notebooks/12_evaluation.ipynb #445138be
 def evaluate_pairs(
     checkpoint,
     pairs: Sequence[tuple[str, str]],
@@ -284,7 +284,7 @@ def evaluate_pairs(
     report["hypotheses"] = hypotheses
     return report
 
-
+# %% ../../notebooks/12_evaluation.ipynb #4cd49637
 def evaluate_checkpoint(checkpoint, split: str, **options) -> dict:
     """Translate and score split `split` of the corpus the checkpoint was trained on
     (`checkpoint.pairs(split)`: "val", "test_2016_flickr", ...).

@@ -47,7 +47,7 @@ def bleu_of(totals: torch.Tensor) -> torch.Tensor:
     # an order without any n-gram, or not one match at all: BLEU is 0
     return torch.where((total > 0).all(-1) & (matched > 0).any(-1), bleu, 0.0)
 
-
+# %% ../../notebooks/12_evaluation.ipynb #7f26db6e
 @dataclass
 class PairedGap:
     """BLEU of system b minus BLEU of system a on the same sentences, the 95 % interval
@@ -79,7 +79,7 @@ def _half_width(scores: torch.Tensor) -> float:
     low, high = scores.quantile(torch.tensor([0.025, 0.975], dtype=scores.dtype))
     return (high - low).item() / 2
 
-
+# %% ../../notebooks/12_evaluation.ipynb #c4bb7f5d
 def paired_bootstrap(
     a: torch.Tensor, b: torch.Tensor, *, resamples: int = RESAMPLES, seed: int = SEED
 ) -> PairedGap:
@@ -130,7 +130,7 @@ class Comparison:
             f"p = {self.p_value:.3f}"
         )
 
-
+# %% ../../notebooks/12_evaluation.ipynb #f831d7e6
 def paired_bleu_test(
     systems: dict[str, Sequence[str]],
     references: Sequence[str],
@@ -221,7 +221,7 @@ def permutation_p(a: Sequence[float], b: Sequence[float]) -> float:
     # 1e-9: a split as far apart as the observed one, up to rounding, counts
     return sum(gap(s) >= observed - 1e-9 for s in splits) / len(splits)
 
-
+# %% ../../notebooks/12_evaluation.ipynb #1d2d8342
 def t_p_value(t: float, dof: int) -> float:
     """P(|T| >= |t|) for Student's T with `dof` (whole) degrees of freedom: a finite
     sum in cos(theta), theta = atan(|t| / sqrt(dof)) (Abramowitz and Stegun 26.7)."""
@@ -249,7 +249,7 @@ def t_quantile(level: float, dof: int) -> float:
         low, high = (mid, high) if t_p_value(mid, dof) > 1 - level else (low, mid)
     return (low + high) / 2
 
-
+# %% ../../notebooks/12_evaluation.ipynb #42298082
 @dataclass
 class SeedPairs:
     """Recipe b against recipe a, run s against run s: each seed's BLEU gap and the
@@ -287,7 +287,7 @@ class SeedPairs:
     def _standard_error(self) -> float:
         return mean_sd(self.gaps)[1] / math.sqrt(len(self.gaps))
 
-
+# %% ../../notebooks/12_evaluation.ipynb #b11a7c81
 def paired_over_seeds(
     runs: Sequence[tuple[Sequence[str], Sequence[str]]],
     references: Sequence[str],
@@ -369,7 +369,7 @@ class Verdict:
             f"a gap from {f_low:+.1f} to {f_high:+.1f} {self.metric} is not ruled out"
         )
 
-
+# %% ../../notebooks/12_evaluation.ipynb #1791ecd0
 def compare(
     family: dict[tuple[str, str], SeedPairs],
     level: float = LEVEL,
