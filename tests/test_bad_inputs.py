@@ -2882,3 +2882,41 @@ def test_the_tensor_doors_raise_the_packages_errors_and_the_length_rule_is_check
     for kwargs in ({"max_len_a": -1.0}, {"max_len_b": 0}):
         with pytest.raises(InputError, match="a \\* S \\+ b tokens"):
             translate(ckpt, [], **kwargs)
+
+
+def test_the_fourth_trials_config_and_translate_faults_are_one_line(tmp_path):
+    """An empty config file, a seed torch would fold to 32 bits, an out_dir that is
+    not UTF-8 text, and an on_truncate that is not a function are refused at once."""
+    import os
+
+    from transformer.engine.config import TrainConfig
+
+    empty = tmp_path / "empty.toml"
+    empty.write_bytes(b"")
+    with pytest.raises(ConfigError, match="holds no settings"):
+        TrainConfig.from_toml(empty)
+    with pytest.raises(ConfigError, match="low 32 bits"):
+        TrainConfig(seed=2**40)
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        TrainConfig(out_dir=os.fsdecode(b"o/\xfe"))
+    ckpt = load_translator("multi30k-de-en")
+    with pytest.raises(InputError, match="on_truncate must be a function"):
+        translate(ckpt, ["Ein Hund."], on_truncate="x")
+
+
+def test_a_resume_with_nothing_left_to_train_says_so(
+    tiny_train_config, tmp_path, capsys
+):
+    from transformer.engine.trainer import train
+
+    config = tiny_train_config(tmp_path, optim__max_steps=2)
+    train(config)
+    capsys.readouterr()
+    train(
+        dataclasses.replace(
+            config, optim=dataclasses.replace(config.optim, max_steps=1)
+        ),
+        resume=True,
+    )
+    err = capsys.readouterr().err
+    assert "at step 2" in err and "nothing is left to train" in err

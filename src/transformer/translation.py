@@ -18,6 +18,7 @@ from transformer.checks import (
     check_translator,
     encode_to_fit,
 )
+from .errors import InputError
 from .decoding import BATCH_SIZE, MAX_LEN_A, MAX_LEN_B, best_hypotheses
 
 # %% ../../notebooks/11_decoding.ipynb #9f8acb8a
@@ -81,6 +82,11 @@ def translate(
     model = checkpoint.model
     check_decoding(beam_size, alpha, model.config.tgt_vocab_size)
     check_output_limits(max_len_a, max_len_b)
+    if on_truncate is not None and not callable(on_truncate):
+        raise InputError(
+            f"on_truncate must be a function (index, tokens, kept), got "
+            f"{type(on_truncate).__name__}"
+        )
     device, limit = next(model.parameters()).device, model.config.max_len
     ids = encode_to_fit(
         checkpoint.src_tokenizer.encode_batch, sentences, limit, on_truncate

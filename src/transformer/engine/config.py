@@ -18,7 +18,9 @@ from transformer.engine.config_parsing import (
     SET_BY_TOKENIZER,
     STRICT,
     check_type,
+    is_utf8,
     parse_config,
+    strict_copy,
 )
 from .corpus_files import MULTI30K_SPLITS
 from ..errors import ConfigError
@@ -96,34 +98,14 @@ class OptimConfig:
 NO_SPACES = ("zh", "ja", "th")  # languages written without spaces between words
 
 # %% ../../../notebooks/92_configuration.ipynb #7337c78a
-def _strict_copy(cls, name: str, doc: str, leave_out: tuple[str, ...] = ()) -> type:
-    """`cls`'s settings (but `leave_out`), with their defaults, in a dataclass that
-    pydantic checks strictly: wrong types and unknown keys are errors that name the
-    setting, checked when a `TrainConfig` is read."""
-    hints = typing.get_type_hints(cls, include_extras=True)
-    copy = dataclasses.make_dataclass(
-        name,
-        [
-            (f.name, hints[f.name])
-            if f.default is dataclasses.MISSING
-            else (f.name, hints[f.name], field(default=f.default))
-            for f in dataclasses.fields(cls)
-            if f.name not in leave_out
-        ],
-        namespace={"__pydantic_config__": STRICT},
-        frozen=True,
-    )
-    copy.__module__, copy.__doc__ = __name__, doc
-    return copy
-
-
-ModelSettings = _strict_copy(
+ModelSettings = strict_copy(
     ModelConfig,
     "ModelSettings",
     "The [model] section: `ModelConfig`'s settings, without the vocabulary "
     "sizes and pad_id, which come from the tokenizer.",
     leave_out=SET_BY_TOKENIZER,
 )
+ModelSettings.__module__ = __name__
 
 
 def parse_model_config(data, where: str = "") -> ModelConfig:
@@ -150,7 +132,12 @@ class TrainConfig:
     __pydantic_config__ = STRICT
     name: str = "run"
     out_dir: str = "runs/run"  # checkpoints, tokenizer and metrics.csv go here
-    seed: Annotated[int, _range(ge=0, lt=2**63)] = 0
+    seed: Annotated[
+        int,
+        _range(
+            "torch seeds with its low 32 bits: 2**32 would train as 0", ge=0, lt=2**32
+        ),
+    ] = 0
     # "auto" (CUDA, then MPS, then CPU), or e.g. "cpu", "cuda", "cuda:1", "mps"
     device: str = "auto"
     # "auto": bf16 autocast on CUDA, float32 elsewhere
@@ -224,6 +211,14 @@ class TrainConfig:
                         )
                     ),
                     f"{where}={p!r}: a path holds no NUL byte and is not empty",
+                )
+                for where, p in self._paths()
+            ],
+            *[
+                (
+                    not isinstance(p, str) or p.isascii() or is_utf8(p),
+                    f"{where}={p!r} holds bytes that are not UTF-8 text: files "
+                    "written there could not be named in a config again; rename it",
                 )
                 for where, p in self._paths()
             ],
@@ -390,6 +385,11 @@ class TrainConfig:
             ) from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{path} is not valid TOML: {e}") from None
+        if not d:
+            raise ConfigError(
+                f"{path} holds no settings: an empty file is not a config "
+                "(start from one of configs/*.toml)"
+            )
         try:
             return cls.from_dict(d)
         except ConfigError as e:

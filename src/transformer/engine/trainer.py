@@ -5,6 +5,7 @@ __all__ = ['StepStats', 'autocast', 'train_step', 'validation_metrics', 'TrainRe
 
 # %% ../../../notebooks/95_training_run.ipynb #0b15618b
 import math
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -198,6 +199,14 @@ def _train(
         t0 = time.perf_counter() - state.elapsed_s  # the run's time survives a resume
         saved_at, saved_step = previous, state.step if previous else -1
         done = bool(o.max_steps and state.step >= o.max_steps)
+        if info.is_main and resume and (done or state.epoch >= o.epochs):
+            print(
+                f"warning: the run in {out} is at step {state.step} (epoch "
+                f"{state.epoch} of {o.epochs}), at or past optim.max_steps="
+                f"{o.max_steps}: nothing is left to train; give a larger "
+                "--max-steps (or optim.epochs) to go on",
+                file=sys.stderr,
+            )
         try:
             while state.epoch < o.epochs and not done:
                 run.sampler.set_epoch(state.epoch)  # the order: seed and epoch only
