@@ -34,7 +34,7 @@ from transformer.engine.shipped import load_translator, models_dir
 from transformer.decoding import greedy_decode
 from transformer.translation import translate
 from transformer.model import Transformer, TransformerConfig
-from transformer.multihead import KVCache
+from transformer.cache import KVCache
 
 from timing import timed  # bench/timing.py: python puts the script's folder on the path
 

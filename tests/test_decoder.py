@@ -8,7 +8,7 @@ from torch import nn
 
 from transformer.decoder import Decoder, DecoderLayer
 from transformer.masking import causal_mask
-from transformer.multihead import KVCache
+from transformer.cache import KVCache
 from transformer.reference import copy_decoder_layer_from_torch
 
 

@@ -305,7 +305,7 @@ def test_top_p_keeps_every_token_as_probable_as_the_last_one_it_needs():
 
 
 def test_decoding_with_a_cache_that_lacks_the_source_says_how_to_start_it():
-    from transformer.multihead import KVCache
+    from transformer.cache import KVCache
 
     m = model()
     src_mask = m.make_src_mask(SRC)

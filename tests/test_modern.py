@@ -21,7 +21,8 @@ from transformer.modern import (
     rotate,
 )
 from transformer.attention_cost import GroupedQueryAttention, grouped_query_parts
-from transformer.multihead import KVCache, MultiHeadAttention
+from transformer.cache import KVCache
+from transformer.multihead import MultiHeadAttention
 
 SMALL = dict(
     src_vocab_size=40,

@@ -233,7 +233,7 @@ def kv_cache_bytes(
 
 
 def cache_nbytes(cache) -> dict:
-    """Bytes of the positions a `KVCache` (chapter 03) holds, counted from its entries
+    """Bytes of the positions a `KVCache` (chapter 11) holds, counted from its entries
     (the self-attention buffers behind them may have room for up to twice as many):
     self- and cross-attention."""
     count = lambda fixed: sum(

@@ -9,7 +9,7 @@ from functools import partial
 from torch import Tensor, nn
 
 from .blocks import PAPER, Parts, layer_stack, residual
-from .multihead import KVCache
+from .multihead import Cache
 
 # %% ../../notebooks/07_decoder.ipynb #d98b8651
 class DecoderLayer(nn.Module):
@@ -20,8 +20,9 @@ class DecoderLayer(nn.Module):
     `tgt_mask` (bool, True = may attend, broadcastable to (B, h, T, T)) is normally
     causal & padding; `src_mask` (broadcastable to (B, h, T, S)) hides source padding.
     Cross-attention is the only place where the source reaches the decoder: its queries
-    come from the target, its keys and values from C. With `cache` (a `KVCache`), x
-    holds only the new positions and the earlier ones come from the cache. `parts`
+    come from the target, its keys and values from C. With `cache` (chapter 11's
+    `KVCache`), x holds only the new positions and the earlier ones come from the
+    cache. `parts`
     (chapter 06) says what each piece is made with: the two attention blocks are
     `parts.decoder_self_attention` and `parts.cross_attention`.
     """
@@ -49,7 +50,7 @@ class DecoderLayer(nn.Module):
         memory: Tensor,
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
-        cache: KVCache | None = None,
+        cache: Cache | None = None,
         offset: int | Tensor = 0,
     ) -> Tensor:
         # offset: x's first position (chapter 16's rotary positions read it)
@@ -71,7 +72,7 @@ class Decoder(nn.Module):
     with pre-norm a final norm closes the stack.
 
     forward(x: (B, T, D), memory: (B, S, D), src_mask, tgt_mask, cache=None)
-    -> (B, T, D), masks as in `DecoderLayer`; with a `KVCache`, x holds the new
+    -> (B, T, D), masks as in `DecoderLayer`; with a cache (chapter 11), x holds the new
     positions only (generation).
     """
 
@@ -98,7 +99,7 @@ class Decoder(nn.Module):
         memory: Tensor,
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
-        cache: KVCache | None = None,
+        cache: Cache | None = None,
         offset: int | Tensor = 0,
     ) -> Tensor:
         for layer in self.layers:

@@ -25,7 +25,7 @@ from transformer.model import (
     parameters_per_part,
     parts_for,
 )
-from .multihead import KVCache
+from .cache import KVCache
 
 # %% ../../notebooks/18_decoder_only.ipynb #model
 @dataclass

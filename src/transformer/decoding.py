@@ -19,7 +19,7 @@ from transformer.checks import (
     check_source,
 )
 from .model import TransformerConfig, evaluating
-from .multihead import KVCache
+from .cache import KVCache
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 # %% ../../notebooks/11_decoding.ipynb #04433e67
@@ -71,7 +71,8 @@ def source_lengths(src: Tensor, pad_id: int) -> list[int]:
 # %% ../../notebooks/11_decoding.ipynb #888f19d9
 class Seq2SeqModel(Protocol):
     """What the searches ask of a model: chapter 08's `Transformer` has it, and so
-    does chapter 18's `DecoderOnly` (whose `memory` is what it keeps of the source)."""
+    does chapter 18's `DecoderOnly` (whose `memory` is what it keeps of the source,
+    and which also has `new_cache(memory)`: a cache that starts with the source)."""
 
     config: TransformerConfig  # pad_id, max_len, the vocabulary sizes
     generator: nn.Module  # D -> one score per target token
@@ -79,7 +80,6 @@ class Seq2SeqModel(Protocol):
     def make_src_mask(self, src: Tensor) -> Tensor: ...
     def make_tgt_mask(self, tgt: Tensor) -> Tensor: ...
     def encode(self, src: Tensor, src_mask: Tensor) -> Any: ...
-    def new_cache(self, memory: Any) -> KVCache: ...
     def decode(
         self,
         tgt: Tensor,
@@ -91,8 +91,9 @@ class Seq2SeqModel(Protocol):
 
 # %% ../../notebooks/11_decoding.ipynb #66584b42
 class DecoderSteps:
-    """The decoder's side of a search: the encoder output, and a `KVCache`
-    (chapter 03) when `use_cache`, the one `model.new_cache(memory)` starts from.
+    """The decoder's side of a search: the encoder output, and a `KVCache` when
+    `use_cache` (empty, or the one `model.new_cache(memory)` starts, where a model has
+    that method).
 
     `step(ys)` turns the prefixes ys (B, t) into the log-probabilities of their next
     token (B, |V|). Without the cache it decodes all t positions again at every step
@@ -111,7 +112,8 @@ class DecoderSteps:
         # the source; src_mask (B, 1, 1, S)
         self.model, self.memory, self.src_mask = model, memory, src_mask
         # empty for chapter 08's model; chapter 18's starts with its source's
-        self.cache = model.new_cache(memory) if use_cache else None
+        start = getattr(model, "new_cache", lambda memory: KVCache())
+        self.cache = start(memory) if use_cache else None
         self.fed = 0  # target tokens that went through the decoder with the cache
 
     def step(self, ys: Tensor) -> Tensor:

@@ -9,7 +9,7 @@ from functools import partial
 from torch import Tensor, nn
 
 from .blocks import PAPER, Parts, layer_stack, residual
-from .multihead import KVCache
+from .multihead import Cache
 
 # %% ../../notebooks/06_encoder.ipynb #491a8ae5
 class EncoderLayer(nn.Module):
@@ -20,7 +20,8 @@ class EncoderLayer(nn.Module):
     (B, h, S, S) -> (B, S, D).
     norm_first=False is the paper's LN(x + Sublayer(x)); True is x + Sublayer(LN(x)),
     which keeps an identity path through the whole stack. `parts` says what the
-    attention, feed-forward and norms are made with. With `cache` (a `KVCache`), x holds
+    attention, feed-forward and norms are made with. With `cache` (chapter 11's
+    `KVCache`), x holds
     only new positions and the attention also reads the keys and values of earlier
     calls: chapter 18's decoder-only model is a stack of these layers.
     """
@@ -46,7 +47,7 @@ class EncoderLayer(nn.Module):
         self,
         x: Tensor,
         mask: Tensor | None = None,
-        cache: KVCache | None = None,
+        cache: Cache | None = None,
         offset: int | Tensor = 0,
     ) -> Tensor:
         # offset: x's first position (chapter 16's rotary positions read it)
@@ -88,7 +89,7 @@ class Encoder(nn.Module):
         self,
         x: Tensor,
         mask: Tensor | None = None,
-        cache: KVCache | None = None,
+        cache: Cache | None = None,
         offset: int | Tensor = 0,
     ) -> Tensor:
         for layer in self.layers:

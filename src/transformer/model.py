@@ -15,7 +15,7 @@ from .embedding import TokenEmbedding
 from .blocks import PAPER, Parts
 from .encoder import Encoder
 from .masking import causal_mask, padding_mask
-from .multihead import KVCache
+from .multihead import Cache
 
 # %% ../../notebooks/08_transformer.ipynb #c56f4926
 @dataclass(frozen=True)
@@ -119,12 +119,13 @@ class Transformer(nn.Module):
         memory: Tensor,
         src_mask: Tensor | None,
         tgt_mask: Tensor | None,
-        cache: KVCache | None = None,
+        cache: Cache | None = None,
     ) -> Tensor:
         """(B, T) target ids and memory (B, S, D) -> decoder output (B, T, D),
         before the generator.
 
-        With a `KVCache`, `tgt` holds only the new tokens; they take the positions after
+        With a cache (chapter 11's `KVCache`), `tgt` holds only the new
+        tokens; they take the positions after
         the cached ones.
         """
         # the position of tgt's first token, worked out once for every part that
@@ -132,11 +133,6 @@ class Transformer(nn.Module):
         offset = 0 if cache is None else cache.length
         x = self.positional(self.tgt_embed(tgt), offset)  # (B, T, D)
         return self.decoder(x, memory, src_mask, tgt_mask, cache, offset)
-
-    def new_cache(self, memory: Tensor) -> KVCache:
-        """The cache a generation starts from (chapter 11): empty, since the
-        decoder's keys and values come one target token at a time."""
-        return KVCache()
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """(B, S) source ids, (B, T) target ids (shifted right: they start with BOS)
