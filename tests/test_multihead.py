@@ -225,3 +225,14 @@ def test_bad_arguments_raise_errors_that_name_the_numbers():
 
 def test_public_names():
     assert transformer.MultiHeadAttention is MultiHeadAttention
+
+
+def test_a_three_d_mask_with_a_batch_axis_is_refused_not_read_as_heads():
+    """(B, T, S) would broadcast as (h, T, S): refused with the fix (also under python
+    -O, unlike an assert); a (1, T, S) mask broadcasts the same way either reading."""
+    layer = MultiHeadAttention(16, 2)
+    x = torch.randn(2, 3, 16)
+    with pytest.raises(ValueError, match=r"mask\[:, None\]"):
+        layer(x, x, x, torch.ones(2, 3, 3, dtype=torch.bool))
+    one = torch.tril(torch.ones(1, 3, 3, dtype=torch.bool))
+    torch.testing.assert_close(layer(x, x, x, one), layer(x, x, x, one[:, None]))

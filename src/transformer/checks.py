@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/11_decoding.ipynb, ../../notebooks/18_decoder_only.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'MAX_ALPHA', 'CHARS_PER_TOKEN', 'is_integer', 'is_real', 'check_source', 'check_output_limits', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'clean', 'encode_to_fit', 'check_sampling']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'MAX_ALPHA', 'SMALL_BEAM_BYTES', 'CHARS_PER_TOKEN', 'is_integer', 'is_real', 'check_source', 'check_output_limits', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'clean', 'encode_to_fit', 'check_sampling']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask, a search's
@@ -225,22 +225,31 @@ def beam_bytes(model, B: int, S: int, k: int, steps: int) -> int:
     cache while the old one is alive. In float32; the
     model's own activations are not counted, so passing is no guarantee."""
     c = model.config
+    # a key or a value is D wide, or D h_kv / h with chapter 17's grouped-query heads
+    width = c.d_model * (getattr(c, "kv_heads", 0) or c.num_heads) // c.num_heads
     per_row = (
-        3 * c.tgt_vocab_size
-        + 2 * 2 * c.num_decoder_layers * (2 * steps + S) * c.d_model
+        3 * c.tgt_vocab_size + 2 * 2 * c.num_decoder_layers * (2 * steps + S) * width
     )
     return 4 * B * k * per_row
 
 
+# A beam estimated under this many bytes is not weighed against the free memory:
+# asking the system costs a file read at every call, and a quarter of a GB is spare
+# on any machine that runs torch.
+SMALL_BEAM_BYTES = 2**28
+
+
 def check_beam_fits(model, B: int, S: int, k: int, steps: int, device) -> None:
-    """Refuse, before the first step, a beam of k over B sentences of S tokens whose
-    rows would not fit in the device's free memory."""
-    check_fits(
-        beam_bytes(model, B, S, k, steps),
-        device,
-        f"beam search with a beam of {k} over {B} sentence(s)",
-        "the beam size or the batch size",
-    )
+    """Refuse, before the first step, a beam of k over B sentences of S tokens (at most
+    `steps` output tokens each) whose rows would not fit in the device's free memory."""
+    nbytes = beam_bytes(model, B, S, k, steps)
+    if nbytes >= SMALL_BEAM_BYTES:
+        check_fits(
+            nbytes,
+            device,
+            f"beam search with a beam of {k} over {B} sentence(s)",
+            "the beam size or the batch size",
+        )
 
 
 def check_translator(checkpoint) -> None:

@@ -166,7 +166,8 @@ class MultiHeadAttention(nn.Module):
             )
         # a mask broadcasts to (B, h, T, S): a 3-D (B, T, S) one would be read as
         # (h, T, S), so it needs its head axis
-        assert mask is None or mask.dim() != 3 or len(mask) == 1, "mask[:, None]"
+        if mask is not None and mask.dim() == 3 and len(mask) > 1:
+            raise ValueError("a 3-D mask is read as (h, T, S): pass mask[:, None]")
         Q = self._turn(self.split_heads(self.W_q(query)), offset)  # (B, h, T, D_h)
         # (B, h, S, D_h) each; S counts the cached ones
         K, V = self._keys_values(key, value, cache, fixed, offset)

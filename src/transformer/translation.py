@@ -19,7 +19,13 @@ from transformer.checks import (
     encode_to_fit,
 )
 from .errors import InputError
-from .decoding import BATCH_SIZE, MAX_LEN_A, MAX_LEN_B, best_hypotheses
+from transformer.decoding import (
+    BATCH_SIZE,
+    MAX_LEN_A,
+    MAX_LEN_B,
+    best_hypotheses,
+    output_limits,
+)
 
 # %% ../../notebooks/11_decoding.ipynb #9f8acb8a
 DEFAULT_DECODING = {"beam_size": 4, "alpha": 0.6}
@@ -96,7 +102,8 @@ def translate(
     if batches and beam_size > 1:
         # the longest batch and the widest one: about the most a beam will hold
         S, b = len(ids[batches[-1][-1]]), len(batches[0])
-        check_beam_fits(model, b, S, beam_size, model.config.max_len, device)
+        steps = output_limits([S], max_len_a, max_len_b, limit)[0]
+        check_beam_fits(model, b, S, beam_size, steps, device)
     for chunk in batches:
         src = torch.tensor(
             pad_rows([ids[i] for i in chunk], model.config.pad_id), device=device
