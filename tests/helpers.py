@@ -6,6 +6,7 @@ import importlib.util
 import json
 import math
 import tomllib
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -115,10 +116,15 @@ def shipped_settings(name: str = "multi30k-de-en") -> dict:
     return settings
 
 
-def open_page(target, url: str, **page_options):
+def open_page(target, url: str, *, idle: bool = True, **page_options):
     """Open url in a new page of `target` (a browser, or a context of one's own: a
     phone's, for instance) with every request that leaves localhost refused -> (page,
-    console errors, refused URLs), once loaded, idle and typeset by MathJax."""
+    console errors, refused URLs), once loaded, idle and typeset by MathJax.
+
+    `idle=False` does not wait for half a second without requests (what "idle" means to
+    Chromium), only for the page's load, its fonts and MathJax: for tests that read
+    every page's layout and do not watch the requests a page makes after its load. A
+    page that redirects (the book's index.html) is still waited for."""
     page = target.new_page(**page_options)
     errors: list[str] = []
     refused: list[str] = []
@@ -133,9 +139,17 @@ def open_page(target, url: str, **page_options):
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.route("**/*", only_localhost)
+    # a page that sends the reader on (the book's index.html) is read where it sends them
+    local = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    redirect = b'http-equiv="refresh"' in local.open(url, timeout=30).read().lower()
     page.goto(url, wait_until="load")
-    page.wait_for_load_state("networkidle")
+    if redirect:
+        page.wait_for_url(lambda now: now != url)
+    page.wait_for_load_state("networkidle" if idle else "load")
     page.evaluate(
-        "() => (window.MathJax && MathJax.startup && MathJax.startup.promise) || null"
+        """async () => {
+          await ((window.MathJax && MathJax.startup && MathJax.startup.promise) || null);
+          await document.fonts.ready;
+        }"""
     )
     return page, errors, refused
