@@ -336,3 +336,22 @@ def test_the_rule_judges_a_score_without_sentences_by_the_seeds_alone():
     (verdict,) = compare({("plain", "residual"): shares}, metric="of the loss")
     assert verdict.p == pytest.approx(shares.seed_p) and verdict.better == "residual"
     assert "+0.35 of the loss" in str(verdict)
+
+
+def test_evaluate_pairs_checks_its_checkpoint_and_limit_by_translates_rules():
+    """A missing model is the one-line refusal `translate` gives (not an AttributeError
+    deep inside), and a NumPy integer is an integer here as it is for `translate`."""
+    import numpy as np
+
+    from transformer.engine.shipped import load_translator
+    from transformer.evaluation import evaluate_pairs
+
+    pairs = [("Ein Hund läuft.", "A dog runs.")]
+    with pytest.raises(InputError, match="checkpoint must be a loaded model"):
+        evaluate_pairs(None, pairs, "val")
+    with pytest.raises(InputError, match="limit=-1 must be an integer >= 0"):
+        evaluate_pairs(load_translator("multi30k-de-en"), pairs, "val", limit=-1)
+    report = evaluate_pairs(
+        load_translator("multi30k-de-en"), pairs, "val", limit=np.int64(1), beam_size=1
+    )
+    assert report["sentences"] == 1, report

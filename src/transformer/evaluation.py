@@ -16,6 +16,7 @@ from typing import Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from .checks import check_translator, is_integer
 from .decoding import BATCH_SIZE
 from .translation import decoding_settings, translate
 from .errors import InputError
@@ -148,9 +149,11 @@ def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
     return top
 
 # %% ../../notebooks/12_evaluation.ipynb #d3a76244
-def _check_evaluation_inputs(pairs, split: str, limit: int) -> None:
-    """Refuse a `limit`, a `split` name or `pairs` that `evaluate_pairs` cannot use."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+def _check_evaluation_inputs(checkpoint, pairs, split: str, limit: int) -> None:
+    """Refuse a checkpoint, a `limit`, a `split` name or `pairs` that `evaluate_pairs`
+    cannot use (the checkpoint and the integer by `translate`'s own rules)."""
+    check_translator(checkpoint)
+    if not is_integer(limit) or limit < 0:
         raise InputError(f"limit={limit!r} must be an integer >= 0 (0: every sentence)")
     if not isinstance(split, str) or not _SPLIT_NAME.fullmatch(split):
         raise InputError(
@@ -245,7 +248,8 @@ def evaluate_pairs(
     unique sources (0: all of them). Beam size and length penalty default to the model's
     recommendation (`decoding_settings`).
     """
-    _check_evaluation_inputs(pairs, split, limit)
+    _check_evaluation_inputs(checkpoint, pairs, split, limit)
+    limit = int(limit)
     # the model's recommended beam size and length penalty
     settings = decoding_settings(checkpoint)
     beam_size = settings["beam_size"] if beam_size is None else beam_size
