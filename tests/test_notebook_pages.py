@@ -20,7 +20,7 @@ pages = load_tool("notebook_pages")
 # The chapters (by number) that still show glue calls: `python tools/notebook_pages.py hide-glue
 # notebooks/NB.ipynb`, then `ruff format` it (its stored outputs move with the calls). A cell tagged
 # nbval-ignore-output (a timing, a training run) keeps its glue calls and does not count.
-GLUE_SHOWN_YET = set("13 14 15 16 17 18".split())
+GLUE_SHOWN_YET: set[str] = set()
 # The chapters without the set-up cell: `python tools/notebook_pages.py add-setup notebooks/NB.ipynb`.
 WITHOUT_SETUP_YET: set[str] = set()
 
