@@ -3217,3 +3217,41 @@ def test_a_resume_with_nothing_left_to_train_says_so(
     )
     err = capsys.readouterr().err
     assert "at step 2" in err and "nothing is left to train" in err
+
+
+# ---------------------------------------------------------------------------------------
+# Chapter 14's door: attention_maps refuses as translate does (transformer/checks.py).
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, error, words",
+    [
+        ((None, "Ein Hund."), {}, "InputError", "checkpoint must be a loaded model"),
+        (("de", 3), {}, "InputTypeError", "sentence must be one string, got int"),
+        (("de", ["Ein Hund."]), {}, "InputTypeError", "got list"),
+        (("de", "Ein Hund."), {"translation": 3}, "InputTypeError", "translation must"),
+        (("de", "   "), {}, "InputError", "the sentence is empty"),
+        (("de", "Ein Hund."), {"beam_size": 0}, "InputError", "beam_size=0"),
+    ],
+)
+def test_attention_maps_refuses_at_its_door_with_the_packages_errors(
+    args, kwargs, error, words
+):
+    import transformer.errors as errors
+    from transformer.visualize import attention_maps
+
+    ckpt = load_translator("multi30k-de-en") if args[0] == "de" else args[0]
+    with pytest.raises(getattr(errors, error), match=re.escape(words)):
+        attention_maps(ckpt, *args[1:], **kwargs)
+
+
+def test_attention_maps_takes_numpy_integers_and_a_byte_order_mark_as_translate_does():
+    import numpy as np
+
+    from transformer.visualize import attention_maps
+
+    ckpt = load_translator("multi30k-de-en")
+    plain = attention_maps(ckpt, "Ein Hund.", beam_size=1)
+    numpy = attention_maps(ckpt, "\ufeffEin Hund.", beam_size=np.int64(1))
+    assert (numpy.translation, numpy.source) == (plain.translation, plain.source)
