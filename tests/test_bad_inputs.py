@@ -39,16 +39,17 @@ import transformer.engine.trainer as train_module
 from transformer.engine.checkpoints import load_training_state
 from transformer.engine.loading import load_checkpoint
 from transformer.engine.config import TrainConfig
-from transformer.engine.digests import write_digests
+from transformer.engine.digests import DIGESTED, write_digests
 from transformer.engine.onnx_export import EXPORTED
 from transformer.engine.shipped import load_translator
+from transformer.engine.train_state import TRAINING_STATE
 from transformer.errors import (
     CheckpointError,
     ConfigError,
     InputError,
 )
 from transformer.translation import translate
-from transformer.engine.metrics import read_metrics
+from transformer.engine.metrics import MetricsLog, read_metrics
 
 from helpers import (
     DROP,
@@ -481,6 +482,55 @@ MODEL_CASES += [  # third trial: what loads, damaged, without any other check se
     ),
 ]
 
+
+def listed_too(name: str, text: str):
+    """A file `name` holding `text`, written into the folder and listed in its SHA256SUMS."""
+
+    def damage(m: Path) -> None:
+        (m / name).write_text(text)
+        write_digests(m, DIGESTED + TRAINING_STATE + (name,))
+
+    return damage
+
+
+MODEL_CASES += [  # fifth trial: SHA256SUMS read as `sha256sum -c` reads it
+    (
+        "SHA256SUMS: a wrong line before the right one",
+        lambda m: (m / "SHA256SUMS").write_text(
+            f"{'0' * 64}  model.safetensors\n" + (m / "SHA256SUMS").read_text()
+        ),
+        "model.safetensors is damaged: its SHA-256 is not the one",
+    ),
+    (
+        "SHA256SUMS: a line for a file that is missing",
+        lambda m: (
+            listed_too("notes.txt", "mine")(m),
+            (m / "notes.txt").unlink(),
+        ),
+        "notes.txt is missing, but SHA256SUMS lists it",
+    ),
+    (
+        "SHA256SUMS: decoding.json listed, then deleted",
+        lambda m: (
+            listed_too("decoding.json", '{"beam_size": 2}')(m),
+            (m / "decoding.json").unlink(),
+        ),
+        "decoding.json is missing, but SHA256SUMS lists it",
+    ),
+    (
+        "SHA256SUMS: decoding.json listed, then edited",
+        lambda m: (
+            listed_too("decoding.json", '{"beam_size": 2}')(m),
+            (m / "decoding.json").write_text('{"beam_size": 3}'),
+        ),
+        "decoding.json is damaged: its SHA-256 is not the one",
+    ),
+    (
+        'model_config.json: "format": "2", a string',
+        lambda m: edit_json(m / "model_config.json", format="2"),
+        'says "format": "2", but the format must be an integer (1 to 2)',
+    ),
+]
 
 RUN_CASES = [  # damage done to a copy of the whole run folder
     (
@@ -1155,17 +1205,55 @@ def existing_run_with_pointer(text: str):
     return setup
 
 
-def resumed_with_state(change):
+def resumed_with_state(change, digests: bool = True):
     """A copy of the run whose every checkpoint's training_state.json is changed (the JSON still parses), then
-    --resume: nothing older is intact to fall back to."""
+    --resume: nothing older is intact to fall back to. `digests`: SHA256SUMS is written again, as by someone
+    who edits with care, so that the checks of the state itself are what speak."""
 
     def setup(work: Path, run: Path) -> list:
         argv = existing_run("--resume")(work, run)
         for state in (work / "out" / "checkpoints").glob("step-*/training_state.json"):
             state.write_text(json.dumps(change(json.loads(state.read_text()))))
+            if digests:
+                write_digests(state.parent, DIGESTED + TRAINING_STATE)
         return argv
 
     return setup
+
+
+def resumed_with_tensors(change, digests: bool = True):
+    """As `resumed_with_state`, for training_state.safetensors: `change(tensors, tree)` edits its tensors, `tree`
+    being training_state.json's structure (which names them)."""
+
+    def setup(work: Path, run: Path) -> list:
+        argv = existing_run("--resume")(work, run)
+        for ckpt in (work / "out" / "checkpoints").glob("step-*"):
+            tensors = load_file(str(ckpt / "training_state.safetensors"))
+            change(tensors, json.loads((ckpt / "training_state.json").read_text()))
+            save_file(tensors, str(ckpt / "training_state.safetensors"))
+            if digests:
+                write_digests(ckpt, DIGESTED + TRAINING_STATE)
+        return argv
+
+    return setup
+
+
+def adam_moment(tree: dict, name: str) -> str:
+    """The safetensors name of the first parameter's Adam moment `name` in a training_state.json tree."""
+    first = tree["optimizer"]["state"]["__items__"][0][1]
+    return first[name]["__tensor__"]
+
+
+def negative_second_moments(tensors: dict, tree: dict) -> None:
+    key = adam_moment(tree, "exp_avg_sq")
+    tensors[key] = -tensors[key] - 1e-3
+
+
+def flip_a_byte(tensors: dict, tree: dict) -> None:
+    """One byte of Adam's first moments flipped: the file is whole and its numbers finite."""
+    key = adam_moment(tree, "exp_avg")
+    tensors[key] = tensors[key].clone()
+    tensors[key].view(torch.uint8)[0] ^= 1
 
 
 GERMAN = "".join(f"Ein Hund {i} läuft.\n" for i in range(20)).encode()
@@ -2844,6 +2932,215 @@ def test_a_model_max_len_of_twenty_million_is_refused_before_the_table_is_built(
     )
 
 
+# ---------------------------------------------------------------- fifth trial: a run's training state, metrics.csv's
+# header, a gzip named otherwise
+
+
+def with_metrics_header(header: str):
+    """A copy of the run, its metrics.csv's first line replaced by `header`, then --resume."""
+
+    def setup(work: Path, run: Path) -> list:
+        argv = existing_run("--resume")(work, run)
+        metrics = work / "out" / "metrics.csv"
+        lines = metrics.read_text().split("\n", 1)
+        metrics.write_text(header + "\n" + lines[1])
+        return argv
+
+    return setup
+
+
+TRAIN_CASES += [
+    (
+        "--resume, training-state format 7",
+        resumed_with_state(lambda s: {**s, "format": 7}),
+        "training_state.json is in format 7, and this copy of the package reads formats "
+        "1 to 2: a newer one wrote it",
+    ),
+    (
+        "--resume, training-state format '2'",
+        resumed_with_state(lambda s: {**s, "format": "2"}),
+        "training_state.json is damaged (format='2', which must be a whole number, at least 1)",
+    ),
+    (
+        "--resume, step 10**12",
+        resumed_with_state(lambda s: {**s, "step": 10**12}),
+        "(step=1000000000000, but the schedule's state has taken 26 steps)",
+    ),
+    (
+        "--resume, epoch 99",
+        resumed_with_state(lambda s: {**s, "epoch": 99}),
+        "(step=26, but epoch=99 and batch=0 at 13 batches an epoch make step 1287)",
+    ),
+    (
+        "--resume, batch 10**6",
+        resumed_with_state(lambda s: {**s, "batch": 10**6}),
+        "(batch=1000000, but an epoch of this run has 13 batches)",
+    ),
+    (
+        "--resume, elapsed_s NaN",
+        resumed_with_state(lambda s: {**s, "elapsed_s": math.nan}),
+        "(elapsed_s=nan must be a finite number >= 0)",
+    ),
+    (
+        "--resume, elapsed_s negative",
+        resumed_with_state(lambda s: {**s, "elapsed_s": -5.0}),
+        "(elapsed_s=-5.0 must be a finite number >= 0)",
+    ),
+    (
+        "--resume, Adam's second moments negative",
+        resumed_with_tensors(negative_second_moments),
+        "training_state.safetensors is damaged (Adam's exp_avg_sq holds",
+    ),
+    (
+        "--resume, training_state.json edited, SHA256SUMS not",
+        resumed_with_state(lambda s: {**s, "step": 10**12}, digests=False),
+        "training_state.json is damaged: its SHA-256 is not the one written into "
+        "SHA256SUMS",
+    ),
+    (
+        "--resume, one byte of training_state.safetensors flipped",
+        resumed_with_tensors(flip_a_byte, digests=False),
+        "training_state.safetensors is damaged: its SHA-256 is not the one",
+    ),
+    (
+        "--resume, SHA256SUMS without the training state's lines",
+        lambda w, r: (
+            existing_run("--resume")(w, r),
+            [
+                write_digests(c, DIGESTED)
+                for c in (w / "out" / "checkpoints").glob("step-*")
+            ],
+        )[0],
+        "SHA256SUMS has no line for training_state.json",
+    ),
+    (
+        "--resume, metrics.csv's header edited",
+        with_metrics_header(",".join(MetricsLog.FIELDS).replace("loss", "lss", 1)),
+        "metrics.csv: its first line is not the header a run writes ('lss' is not a "
+        "column it names once): put back the line kind,step,",
+    ),
+    (
+        "--resume, metrics.csv's header gone",
+        with_metrics_header("step,1,1,9.1,9.2,1e-05,3.0,512,100.0,,,,,0.5"),
+        "metrics.csv: its first line is not the header a run writes",
+    ),
+    (
+        "a gzip file named without .gz",
+        parallel_corpus(gzip.compress(GERMAN), ENGLISH),
+        "train.de is gzip-compressed (it starts with gzip's two bytes 1f 8b): name it "
+        "train.de.gz, or gunzip it",
+    ),
+]
+
+
+def test_a_damaged_latest_training_state_is_named_and_the_resume_continues_from_an_older_one(
+    straight_run, tmp_path, monkeypatch, capsys, caplog
+):
+    """One flipped byte in the latest checkpoint's Adam moments: the resume names it, goes back to the
+    checkpoint before, and ends where a run that never stopped ends (nothing lost)."""
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    train = ["train", "--config", config, "--no-progress"]
+    assert run_main(train + ["--max-steps", "20"], None, capsys, monkeypatch)[0] == 0
+    damaged = latest(tmp_path / "out")
+    assert damaged.name == "step-00000020"
+    state = damaged / "training_state.safetensors"
+    data = bytearray(state.read_bytes())
+    data[-5] ^= 1  # inside the last tensor's bytes
+    state.write_bytes(bytes(data))
+    status, out, err = run_main(train + ["--resume"], None, capsys, monkeypatch)
+    assert status == 0 and "Traceback" not in err, err
+    warned = caplog.text  # the package's log (a terminal shows it on standard error)
+    assert f"checkpoint {state} is damaged" in warned, warned
+    assert "resuming from step-00000013, the newest intact checkpoint" in warned
+    assert_same_run(tmp_path / "out", straight_run)
+
+
+def test_two_exports_into_one_new_folder_at_once_the_second_to_finish_is_refused(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    """Two `export-onnx --out X` racing, made deterministic: while the first one writes its files, the second
+    runs whole and lands in X. The first must not replace it: one line, exit 2, the second's files intact."""
+    import transformer.engine.onnx_export as onnx_export
+
+    out, write = tmp_path / "onnx", onnx_export._write_export
+    calls = []
+
+    def meanwhile(checkpoint, folder):
+        calls.append(folder)
+        write(checkpoint, folder)
+        if len(calls) == 1:  # the other export, started after this one's check
+            onnx_export.export_onnx(tiny_run, out)
+
+    monkeypatch.setattr(onnx_export, "_write_export", meanwhile)
+    argv = ["export-onnx", "--model", tiny_run, "--out", out]
+    status, stdout, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(status, stdout, err, "was made and filled while this export")
+    assert len(calls) == 2 and sorted(p.name for p in out.iterdir()) == sorted(
+        EXPORTED + ("SHA256SUMS",)
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["onnx"]  # no temporary folder left
+    # an empty folder given (allowed) and filled by someone while the export is written
+    empty = tmp_path / "empty"
+    empty.mkdir()
+
+    def filled(checkpoint, folder):
+        write(checkpoint, folder)
+        (empty / "theirs.txt").write_text("theirs")
+
+    monkeypatch.setattr(onnx_export, "_write_export", filled)
+    argv = ["export-onnx", "--model", tiny_run, "--out", empty]
+    status, stdout, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(status, stdout, err, "was made and filled while this export")
+    assert [p.name for p in empty.iterdir()] == ["theirs.txt"]
+
+
+def test_tensorboard_true_without_the_package_is_one_line_before_anything_is_written(
+    tmp_path, monkeypatch, capsys
+):
+    import transformer.engine.run_setup as run_setup
+
+    monkeypatch.setattr(run_setup, "find_spec", lambda name: None)
+    argv = config_case(tensorboard=True)(tmp_path, None) + ["--no-progress"]
+    before = listing(tmp_path)
+    assert_one_line_error(
+        *run_main(argv, None, capsys, monkeypatch),
+        "tensorboard = true, but the tensorboard package is not installed: pip install "
+        "tensorboard, or set tensorboard = false",
+    )
+    assert listing(tmp_path) == before
+    assert TrainConfig().tensorboard == "auto"  # the default asks for nothing
+
+
+def test_a_config_s_out_dir_may_be_a_pathlib_path_and_is_stored_as_text(tmp_path):
+    config = TrainConfig(out_dir=tmp_path / "run")
+    assert config.out_dir == str(tmp_path / "run")
+    assert dataclasses.replace(config, out_dir=Path("x")).out_dir == "x"
+    assert TrainConfig.from_json(config.to_json()) == config
+
+
+def test_an_os_error_is_one_line_only_when_it_is_about_a_path_the_user_named(
+    tmp_path, monkeypatch, capsys
+):
+    """A run's own folder that cannot be read is the user's to fix; an I/O error on a file of the package, or
+    anywhere the command was not pointed at, is not, and keeps its traceback."""
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    argv = ["train", "--config", config, "--no-progress"]
+
+    def fails_on(name):
+        def train(*args, **kwargs):
+            raise OSError(errno.ELOOP, "Too many levels of symbolic links", str(name))
+
+        return train
+
+    monkeypatch.setattr(cli, "train", fails_on(tmp_path / "out" / "checkpoints" / "x"))
+    status, out, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(status, out, err, "Too many levels of symbolic links")
+    for elsewhere in (Path(cli.__file__), tmp_path / "outside", "relative.txt"):
+        monkeypatch.setattr(cli, "train", fails_on(elsewhere))
+        with pytest.raises(OSError, match="Too many levels"):
+            run_main(argv, None, capsys, monkeypatch)
+
+
 # ---------------------------------------------------------------- every TRAIN_CASES row, the later trials' too
 # (defined last: the rows added with `TRAIN_CASES +=` above are parametrized only if they come before it)
 
@@ -2920,3 +3217,41 @@ def test_a_resume_with_nothing_left_to_train_says_so(
     )
     err = capsys.readouterr().err
     assert "at step 2" in err and "nothing is left to train" in err
+
+
+# ---------------------------------------------------------------------------------------
+# Chapter 14's door: attention_maps refuses as translate does (transformer/checks.py).
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, error, words",
+    [
+        ((None, "Ein Hund."), {}, "InputError", "checkpoint must be a loaded model"),
+        (("de", 3), {}, "InputTypeError", "sentence must be one string, got int"),
+        (("de", ["Ein Hund."]), {}, "InputTypeError", "got list"),
+        (("de", "Ein Hund."), {"translation": 3}, "InputTypeError", "translation must"),
+        (("de", "   "), {}, "InputError", "the sentence is empty"),
+        (("de", "Ein Hund."), {"beam_size": 0}, "InputError", "beam_size=0"),
+    ],
+)
+def test_attention_maps_refuses_at_its_door_with_the_packages_errors(
+    args, kwargs, error, words
+):
+    import transformer.errors as errors
+    from transformer.visualize import attention_maps
+
+    ckpt = load_translator("multi30k-de-en") if args[0] == "de" else args[0]
+    with pytest.raises(getattr(errors, error), match=re.escape(words)):
+        attention_maps(ckpt, *args[1:], **kwargs)
+
+
+def test_attention_maps_takes_numpy_integers_and_a_byte_order_mark_as_translate_does():
+    import numpy as np
+
+    from transformer.visualize import attention_maps
+
+    ckpt = load_translator("multi30k-de-en")
+    plain = attention_maps(ckpt, "Ein Hund.", beam_size=1)
+    numpy = attention_maps(ckpt, "\ufeffEin Hund.", beam_size=np.int64(1))
+    assert (numpy.translation, numpy.source) == (plain.translation, plain.source)

@@ -11,7 +11,8 @@ too), so at 1280 px no code line whose length is within it wraps and no code or 
 sideways; on a phone at most 2 % of code lines scroll; the page is never wider than the phone; a display
 equation that scrolls shows that it does; every figure opens at full size, and at 1280 px its smallest
 text is at least 8 px (its size in points and the dpi, recorded in the PNG by notebooks/course_figures.py,
-scaled by the width the page shows it at). The chapter menu and the
+scaled by the width the page shows it at; in an SVG diagram, inline or an <img>, the font size of its
+smallest text times the scale the page draws it at). The chapter menu and the
 contents button open their panels on the phone, and printing a chapter keeps every line on the page.
 Screenshots of every page at both widths go to `_build/screenshots/`, with a printed chapter.
 
@@ -111,6 +112,49 @@ READER_VIEW = """(columns) => {
 }"""
 
 
+# The smallest text of each SVG a page shows (its diagrams), in CSS pixels as drawn -> [{path, natural,
+# shown, px, text}]. Milliseconds a page: an <img>'s SVG is fetched from the local server once.
+SVG_TEXT = """async () => {
+  // The smallest text of each SVG a page shows, in CSS px as drawn: a text's font size times the scale
+  // from its own units to the screen (viewBox to shown width, transforms). An SVG shown by an <img> is
+  // fetched and laid out, out of sight, at the size the <img> shows it.
+  const smallest = svg => {
+    let px = null, text = '';
+    for (const t of svg.querySelectorAll('text, tspan')) {
+      const m = t.getScreenCTM();
+      if (!m || !t.textContent.trim()) continue;
+      const size = parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+      if (px === null || size < px) { px = size; text = t.textContent.trim().slice(0, 40); }
+    }
+    return {px, text};
+  };
+  const rows = [];
+  for (const svg of document.querySelectorAll('article svg')) {
+    if (!svg.checkVisibility() || !svg.querySelector('text')) continue;  // not an icon
+    const box = svg.getBoundingClientRect();
+    rows.push({path: 'inline', natural: svg.viewBox.baseVal ? svg.viewBox.baseVal.width : 0,
+               shown: box.width, ...smallest(svg)});
+  }
+  for (const img of document.querySelectorAll('article img')) {
+    if (!img.checkVisibility() || !new URL(img.currentSrc).pathname.endsWith('.svg')) continue;
+    const source = await (await fetch(img.currentSrc)).text();
+    const svg = document.importNode(
+      new DOMParser().parseFromString(source, 'image/svg+xml').documentElement, true);
+    const box = img.getBoundingClientRect();
+    svg.setAttribute('width', box.width);
+    svg.setAttribute('height', box.height);
+    const holder = document.createElement('div');
+    holder.style.cssText = 'position: absolute; left: -20000px; top: 0';
+    holder.append(svg);
+    document.body.append(holder);
+    rows.push({path: new URL(img.currentSrc).pathname, natural: img.naturalWidth, shown: box.width,
+               ...smallest(svg)});
+    holder.remove();
+  }
+  return rows;
+}"""
+
+
 @pytest.fixture(scope="module")
 def laptop(chromium):
     context = chromium.new_context(viewport=LAPTOP)
@@ -191,8 +235,9 @@ FIGURES_NOT_YET: set[str] = set()
 
 def figure_text(built_book: Path, views: dict) -> list[tuple[str, float | None, str]]:
     """Each figure's smallest text in CSS pixels as the page shows it: its size in points (recorded in
-    the PNG by notebooks/course_figures.py) x dpi / 72 x shown width / pixel width. -> one row per
-    PNG figure: (page, pixels or None where the PNG records nothing, a description)."""
+    the PNG by notebooks/course_figures.py) x dpi / 72 x shown width / pixel width; for an SVG, its
+    smallest font size as drawn (SVG_TEXT). -> one row per figure: (page, pixels or None where a PNG
+    records nothing, a description)."""
     from PIL import Image
 
     record = figure_records()
@@ -223,6 +268,18 @@ def figure_text(built_book: Path, views: dict) -> list[tuple[str, float | None, 
                     f"{points:g} pt at {dpi:g} dpi, shown at {scale:.2f} of its pixels)",
                 )
             )
+        for svg in view.get("svgs", []):
+            if svg["px"] is None:  # no text in it
+                continue
+            where = "inline" if svg["path"] == "inline" else Path(svg["path"]).name
+            rows.append(
+                (
+                    rel,
+                    svg["px"],
+                    f"SVG {where}: {svg['px']:.1f} px ({svg['text']!r}, shown "
+                    f"{svg['shown']:.0f} px wide of its {svg['natural']:.0f})",
+                )
+            )
     return rows
 
 
@@ -234,6 +291,7 @@ def test_every_page_renders_offline_with_math_images_links_and_no_directives(
         page, errors, _ = open_page(laptop, book_site + rel)
         report = page.evaluate(PAGE_REPORT)
         views[rel] = page.evaluate(READER_VIEW, code_columns())
+        views[rel]["svgs"] = page.evaluate(SVG_TEXT)
         screenshot(page, rel, LAPTOP["width"])
         page.close()
         reports[rel] = report
@@ -374,6 +432,7 @@ def test_every_page_fits_a_phone(built_book, book_site, phone):
     for rel in pages(built_book):
         page, errors, refused = open_page(phone, book_site + rel)
         view = views[rel] = page.evaluate(READER_VIEW, code_columns())
+        view["svgs"] = page.evaluate(SVG_TEXT)
         view["width"] = PHONE["width"]
         screenshot(page, rel, PHONE["width"])
         page.close()

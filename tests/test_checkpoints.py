@@ -163,7 +163,11 @@ def test_model_config_json_says_its_format_and_a_later_format_is_refused_in_one_
     path.write_text(json.dumps(written))
     with pytest.raises(CheckpointError, match='does not say its "format"'):
         load_checkpoint(modern_folder)
-    for version in (3, "1", 0):
+    for version in (3, 0):
         path.write_text(json.dumps({**written, "format": version}))
         with pytest.raises(CheckpointError, match="in format .* reads formats 1 to 2"):
+            load_checkpoint(modern_folder)
+    for version in ("1", 2.0, True):  # not "a newer one wrote it": not a format at all
+        path.write_text(json.dumps({**written, "format": version}))
+        with pytest.raises(CheckpointError, match="the format must be an integer"):
             load_checkpoint(modern_folder)

@@ -9,7 +9,10 @@
 remove-input, hide-input or hide-cell, and not inside a folded solution), the cells longer than
 `--lines` source lines (nbdev's `#|` lines do not count: the book replaces them by a label), the longest
 one, and the `glue(...)` calls they show (myst-nb's glue feeds a number to the prose: plumbing, not
-teaching). It also says whether the notebook starts with the set-up cell.
+teaching). A glue call in a cell tagged nbval-ignore-output (a timing, a training run: its values
+differ per run) is not counted as shown: it stays in its cell, since a value glued elsewhere would need
+a second cell excluded from the tests, and the course allows few. It also says whether the notebook
+starts with the set-up cell.
 
 `hide-glue` moves every top-level `glue(..., display=False)` statement of a shown code cell into a new
 code cell right after it, tagged remove-cell, together with the outputs those calls stored (glue's
@@ -17,7 +20,8 @@ display data), so the page and the stored outputs are what they were: nothing is
 only when no later statement of its cell assigns a name the call reads (so it computes the same value
 after the cell as inside it); a cell made only of such calls is tagged remove-cell instead. Calls it
 cannot move (inside a loop or a function, shown with display=True, or read back by later code) are
-listed, to be moved by hand.
+listed, to be moved by hand. A cell tagged nbval-ignore-output keeps its glue calls (see `measure`):
+the tool never tags a cell nbval-ignore-output.
 
 `add-setup` inserts `SETUP`, naming the packages the notebook imports, as its first code cell (id `course-setup`, tagged remove-cell: the
 published page says how to run the chapter above its title, book/_ext/repository_door.py). A chapter
@@ -82,10 +86,6 @@ def setup_source(nb: dict) -> str:
     return SETUP.format(needs=needs)
 
 
-IGNORED = (
-    "# Output not compared by the tests (tagged: nbval ignores it): it glues values of the"
-    "\n# cell above, whose output is not compared either."
-)
 SOLUTION = re.compile(r"```\{solution-(start|end)\}")
 MAGIC = re.compile(r"^\s*[%!]")
 
@@ -165,6 +165,16 @@ def glue_calls(cell: dict) -> int:
     return sum(1 for node in ast.walk(tree) if is_glue(node))
 
 
+def ignored(cell: dict) -> bool:
+    """nbval does not compare the cell's outputs (they differ per run)."""
+    return "nbval-ignore-output" in tags(cell)
+
+
+def shown_glue_calls(cell: dict) -> int:
+    """The glue calls of a shown cell that count as shown: not those of an ignored cell."""
+    return 0 if ignored(cell) else glue_calls(cell)
+
+
 def measure(paths: list[Path], lines: int) -> dict:
     rows, total = [], {"shown cells": 0, f"over {lines} lines": 0, "glue shown": 0}
     longest = (0, "")
@@ -172,7 +182,7 @@ def measure(paths: list[Path], lines: int) -> dict:
         nb = read(path)
         cells = shown_code_cells(nb)
         sizes = [page_lines(c) for c in cells]
-        glue = sum(glue_calls(c) for c in cells)
+        glue = sum(shown_glue_calls(c) for c in cells)
         over = [n for n in sizes if n > lines]
         first = next((c for c in nb["cells"] if c["cell_type"] == "code"), None)
         ready = bool(first and source(first) == setup_source(nb))
@@ -243,6 +253,8 @@ def split_glue(cell: dict) -> tuple[dict | None, list[str]]:
     """Take the movable glue statements out of `cell` -> (the hidden cell that holds them, or None;
     the calls left behind, for a person). `cell` is changed in place."""
     text = source(cell)
+    if ignored(cell):  # its glue calls stay where nbval ignores them (see `measure`)
+        return None, []
     tree = parse(text)
     if tree is None or text.lstrip().startswith("#|"):
         return None, ([f"cell {cell.get('id')}: not parsed"] if "glue(" in text else [])
@@ -286,10 +298,6 @@ def split_glue(cell: dict) -> tuple[dict | None, list[str]]:
     # its time stays counted in the cell it came from (tests/test_chapter_times.py sums them)
     end = cell["metadata"].get("execution", {}).get("shell.execute_reply")
     timed = {"execution": timing(end)} if end else {}
-    # a cell whose output nbval ignores (a timing, a training run) passes that on, with its reason
-    ignored = "nbval-ignore-output" in tags(cell)
-    if ignored:
-        moved.insert(0, IGNORED)
     carried = sorted((tags(cell) - HIDDEN) | {"remove-cell"})
     hidden = new_cell("\n".join(moved), glued, tags=carried, **timed)
     hidden["execution_count"] = cell.get("execution_count")  # nbval: a stored run
@@ -305,7 +313,7 @@ def hide_glue(path: Path) -> tuple[int, list[str]]:
         cells.append(cell)
         if id(cell) not in shown:
             continue
-        before = glue_calls(cell)
+        before = shown_glue_calls(cell)
         hidden, stays = split_glue(cell)
         left += stays
         if hidden is not None:

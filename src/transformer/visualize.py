@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from .checks import check_translator, clean
 from .translation import translate
-from .errors import InputError
+from .errors import InputError, InputTypeError
 from .model import evaluating
 from .multihead import MultiHeadAttention
 from .tokenizer import BOS_ID
@@ -26,7 +27,7 @@ KIND_NAMES = {
     "cross": "cross-attention",
 }
 
-
+# %% ../../notebooks/14_seeing_attention.ipynb #91fa5d0a-hooks
 @contextlib.contextmanager
 def recording_weights(model):
     """Inside the block, every `MultiHeadAttention` of `model` is asked for its
@@ -131,29 +132,27 @@ def attention_maps(
     beam_size: int | None = None,
 ) -> AttentionMaps:
     """Translate `sentence` (unless `translation` is given) and return all attention
-    weights with their labels."""
-    model, src_tok, tgt_tok = (
-        checkpoint.model,
-        checkpoint.src_tokenizer,
-        checkpoint.tgt_tokenizer,
-    )
-    src_ids = src_tok.encode(sentence.strip())[: model.config.max_len]
+    weights with their labels; bad input is refused as `translate` refuses it."""
+    check_translator(checkpoint)  # the door's rules: transformer/checks.py
+    for name, text in (("sentence", sentence), ("translation", translation)):
+        if not isinstance(text, str) and (text is not None or name == "sentence"):
+            raise InputTypeError(
+                f"{name} must be one string, got {type(text).__name__}"
+            )
+    model = checkpoint.model
+    src_tok, tgt_tok = checkpoint.src_tokenizer, checkpoint.tgt_tokenizer
+    src_ids = src_tok.encode(clean(sentence))[: model.config.max_len]
     if not src_ids:
-        raise ValueError("the sentence is empty: give at least one word")
+        raise InputError("the sentence is empty: give at least one word")
     if translation is None:
         translation = translate(checkpoint, [sentence], beam_size=beam_size)[0]
     tgt_ids = [BOS_ID] + tgt_tok.encode(translation)[: model.config.max_len - 1]
     # batch of one
     w = attention_weights(model, torch.tensor([src_ids]), torch.tensor([tgt_ids]))
-    return AttentionMaps(
-        sentence,
-        translation,
-        [src_tok.id_to_piece(i) for i in src_ids],
-        [tgt_tok.id_to_piece(i) for i in tgt_ids],
-        w["encoder"][:, 0],
-        w["decoder"][:, 0],
-        w["cross"][:, 0],
-    )
+    source = [src_tok.id_to_piece(i) for i in src_ids]
+    target = [tgt_tok.id_to_piece(i) for i in tgt_ids]
+    weights = (w[kind][:, 0] for kind in KINDS)  # encoder, decoder, cross
+    return AttentionMaps(sentence, translation, source, target, *weights)
 
 # %% ../../notebooks/14_seeing_attention.ipynb #4730378d
 _AXIS_NAMES = {

@@ -17,9 +17,10 @@ from torch import Tensor, nn
 from .config import TrainConfig
 from ..errors import CheckpointError, CheckpointNotFoundError
 from ..files import atomic_folder, check_regular_file, read_regular_file
-from .digests import check_digests, write_digests
+from .digests import DIGESTED, check_digests, write_digests
 from .loading import JSON_LIMIT, latest_checkpoint, load_tokenizers
 from .model_files import save_model_files
+from .train_state import TRAINING_STATE, TrainState
 
 # %% ../../../notebooks/93_checkpoints.ipynb #c15c13eb
 def _to_tree(obj, tensors: dict):
@@ -98,11 +99,13 @@ _log = logging.getLogger("transformer.engine.checkpoints")
 
 
 def checkpoint_problem(directory: Path) -> str | None:
-    """Why the checkpoint in `directory` cannot be resumed
-    from, or None if it is intact.
+    """Why the checkpoint in `directory` cannot be resumed from, as "FILE: why", or
+    None if it is intact.
 
     Opens both safetensors files (which checks that every tensor the header lists lies
-    inside the file, so a truncated copy is caught) and parses the three JSON files.
+    inside the file, so a truncated copy is caught), parses the three JSON files, loads
+    the tokenizer(s), checks SHA256SUMS (the training state's files too, from
+    training-state format 2) and the training state itself (`TrainState.from_dict`).
     """
     for name in ("model.safetensors", "training_state.safetensors"):
         try:
@@ -111,29 +114,43 @@ def checkpoint_problem(directory: Path) -> str | None:
                 f.keys()
         except Exception as e:  # missing, truncated, not safetensors at all, or a pipe
             return f"{name}: {e}"
+    read = {}
     for name in ("model_config.json", "train_config.json", "training_state.json"):
         try:
-            json.loads(read_regular_file(directory / name, JSON_LIMIT, CheckpointError))
+            read[name] = json.loads(
+                read_regular_file(directory / name, JSON_LIMIT, CheckpointError)
+            )
         except Exception as e:
             return f"{name}: {e}"
     try:  # the tokenizer(s), which every later checkpoint of a resumed run copies
         load_tokenizers(directory)
     except CheckpointError as e:
         return f"tokenizer: {e}"
-    try:  # a flipped bit in the weights or a tokenizer
-        check_digests(directory)
+    state = read["training_state.json"]
+    before = isinstance(state, dict) and type(state.get("format")) is int
+    listed = DIGESTED + (() if before and state["format"] < 2 else TRAINING_STATE)
+    try:  # a flipped bit in the weights, a tokenizer or the training state
+        check_digests(directory, listed)
+        # whole, and still not a state a run wrote
+        TrainState.from_dict(load_training_state(directory), directory)
     except CheckpointError as e:
-        return f"SHA256SUMS: {e}"
+        return f"{_culprit(directory, str(e), listed)}: {e}"
     return None
+
+
+def _culprit(directory: Path, message: str, names: tuple[str, ...]) -> str:
+    """The file of `names` in `directory` that `message` names, else SHA256SUMS."""
+    return next((n for n in names if f"{directory / n} " in message), "SHA256SUMS")
 
 # %% ../../../notebooks/93_checkpoints.ipynb #eae026a9
 def resumable_checkpoint(checkpoints: Path) -> Path | None:
     """The newest intact checkpoint under `checkpoints` (the `latest` one first),
     or None if there is none at all.
 
-    A damaged checkpoint (a copy cut short, a disk that filled up) is named in a
-    warning of the `transformer.engine.checkpoints` log and skipped; if checkpoints
-    exist but none is intact, raises `CheckpointNotFoundError` naming each problem.
+    A damaged checkpoint (a copy cut short, a disk that filled up, a flipped bit) is
+    skipped, and named in a warning of the `transformer.engine.checkpoints` log once an
+    older one is found intact; if checkpoints exist but none is intact, raises
+    `CheckpointNotFoundError` naming each problem (in one line, with no warning before).
     """
     try:
         latest = latest_checkpoint(checkpoints)
@@ -149,18 +166,20 @@ def resumable_checkpoint(checkpoints: Path) -> Path | None:
     for candidate in candidates:
         problem = checkpoint_problem(candidate)
         if problem is None:
+            for damaged, why in problems:
+                _log.warning(
+                    "checkpoint %s is damaged: %s; trying an older checkpoint",
+                    damaged / why.split(":")[0],
+                    why,
+                )
             if problems:
                 _log.warning(
                     "resuming from %s, the newest intact checkpoint", candidate.name
                 )
             return candidate
-        problems.append(f"{candidate.name} ({problem})")
-        _log.warning(
-            "checkpoint %s is damaged: %s; trying an older checkpoint",
-            candidate / problem.split(":")[0],
-            problem,
-        )
+        problems.append((candidate, problem))
     if problems:
+        problems = [f"{damaged.name} ({why})" for damaged, why in problems]
         raise CheckpointNotFoundError(
             f"no intact checkpoint under {checkpoints}: {'; '.join(problems)}. Start "
             "a new run in another out_dir, or restore a copy of the checkpoints"
@@ -183,8 +202,8 @@ def save_checkpoint(
     never half of one.
     Contents: model.safetensors (whose metadata repeats the model config, tying the
     weights to it), model_config.json, train_config.json, the tokenizer model(s),
-    SHA256SUMS, training_state.json + training_state.safetensors (optimiser,
-    scheduler, RNG, data position).
+    training_state.json + training_state.safetensors (optimiser, scheduler, RNG, data
+    position), and SHA256SUMS (the weights', tokenizers' and training state's).
     """
     # replace: a leftover of a crashed run that no pointer names
     with atomic_folder(directory, replace=True) as tmp:
@@ -194,7 +213,7 @@ def save_checkpoint(
         for name, path in tokenizer_files.items():
             shutil.copyfile(path, tmp / name)
         save_training_state(state, tmp)
-        write_digests(tmp)
+        write_digests(tmp, DIGESTED + TRAINING_STATE)
     return directory
 
 # %% ../../../notebooks/93_checkpoints.ipynb #647ea88e

@@ -47,6 +47,8 @@ def _run_train(args) -> int:
         **{k: v for k, v in run.items() if v is not None},
         optim=dataclasses.replace(config.optim, **steps),
     )
+    d = config.data  # the paths the config names are the user's too (`main`)
+    args.paths = [config.out_dir, d.data_dir, *d.train_files, *d.valid_files]
     try:
         result = train(config, resume=args.resume)
     except NonFiniteLossError as e:
@@ -100,6 +102,7 @@ def _run_evaluate(args) -> int:
         )
     ckpt = _load(args.model, args.device)
     out_dir = args.out_dir or Path("evaluation") / Path(args.model).name
+    args.paths = [out_dir]  # chosen for the user when --out-dir is not given
     with full_disk_is_one_line(out_dir, after_a_full_evaluation):
         report = evaluate_checkpoint(
             ckpt,
@@ -308,8 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     status (2 for bad input).
 
     The package's own errors (`TransformerError`) become one `error: ...` line; any
-    other exception is a bug, and keeps its traceback, except an `OSError` about a file
-    the user named (a name too long, a symlink loop), which is one line too. A reader
+    other exception is a bug, and keeps its traceback, except an `OSError` about a path
+    the user named or one inside it (a name too long, a symlink loop, a folder they
+    cannot write to), which is one line too. A reader
     that closes standard output early (`| head -1`) ends the command quietly with status
     141, what a shell reports for a tool ended by SIGPIPE; Ctrl-C ends it with one line
     and 130.
@@ -325,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         # the reader has all it wanted: end quietly, as a Unix tool ended by SIGPIPE
         return 128 + 13
     except OSError as e:
-        if e.filename is None:  # not about a file the user named: a bug, or the machine
+        if not _about_a_given_path(e, args):  # a bug, or the machine
             raise
         print(f"error: {e.filename}: {e.strerror or e}", file=sys.stderr)
         return 2
@@ -339,3 +343,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"interrupted{hint}", file=sys.stderr)
         return 128 + 2
+
+
+def _about_a_given_path(e: OSError, args) -> bool:
+    """Whether `e` is about a path the command line or its config named, or one inside
+    it (a run's checkpoints/, a model folder's files): the user's to fix. An error about
+    any other file (the package's own, a temporary one) is not theirs."""
+    given = [getattr(args, k, None) for k in ("config", "out_dir", "model", "out")]
+    given += getattr(args, "paths", [])
+    named = [n for n in (e.filename, e.filename2) if n is not None]
+    return any(_inside(n, g) for n in named for g in given if g is not None)
+
+
+def _inside(name, folder) -> bool:
+    """Whether the path `name` is `folder` or lies inside it, both made absolute."""
+    try:
+        a, b = (
+            os.path.abspath(os.path.expanduser(os.fsdecode(p))) for p in (name, folder)
+        )
+    except (TypeError, ValueError):  # a file descriptor, a NUL byte, an empty name
+        return False
+    return bool(str(folder)) and (a == b or a.startswith(b.rstrip(os.sep) + os.sep))

@@ -150,8 +150,9 @@ class TrainConfig:
     # checkpoints kept (the best one by validation loss is kept as well)
     keep_last: Annotated[int, _range(ge=1)] = 2
     progress: bool = True  # tqdm progress bar
-    # also write TensorBoard logs, when tensorboard is installed
-    tensorboard: bool = True
+    # TensorBoard logs beside metrics.csv: true (the tensorboard package must be
+    # installed), false, or "auto" (written where it is installed)
+    tensorboard: bool | Literal["auto"] = "auto"
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelSettings = field(default_factory=ModelSettings)
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -163,13 +164,15 @@ class TrainConfig:
             if isinstance(table, hints[name]):
                 table = dataclasses.asdict(table)
             object.__setattr__(self, name, parse_config(hints[name], table, name))
-        # TrainConfig(seed="0") in Python, where no parser has looked yet
+        # TrainConfig(seed="0") in Python, where no parser has looked yet; a
+        # pathlib.Path is kept as its text, as a table's paths are
         for f in dataclasses.fields(self):
             if f.name not in _SECTIONS:
+                value = getattr(self, f.name)
+                if isinstance(value, os.PathLike):
+                    value = os.fspath(value)
                 object.__setattr__(
-                    self,
-                    f.name,
-                    check_type(getattr(self, f.name), hints[f.name], f.name),
+                    self, f.name, check_type(value, hints[f.name], f.name)
                 )
         self.validate()
 

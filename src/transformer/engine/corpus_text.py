@@ -16,10 +16,12 @@ from ..errors import CorpusFormatError
 MAX_CORPUS_BYTES = 1 << 30
 MAX_CORPUS_LINES = 10_000_000
 _BLOCK = 1 << 20  # bytes read at a time
+_GZIP_MAGIC = b"\x1f\x8b"  # the first two bytes of every gzip file
 
 
 def read_corpus_bytes(path: Path, error: type[Exception], fix: str) -> bytes:
-    """The bytes of a corpus file's text, gunzipped if the name ends in `.gz`.
+    """The bytes of a corpus file's text, gunzipped if the name ends in `.gz` (a gzip
+    file named otherwise is refused, by its first two bytes).
 
     Read a block at a time: a NUL byte, more than `MAX_CORPUS_BYTES` or more than
     `MAX_CORPUS_LINES` lines is refused (`CorpusFormatError`) at the block that shows
@@ -27,9 +29,15 @@ def read_corpus_bytes(path: Path, error: type[Exception], fix: str) -> bytes:
     """
     blocks, size, lines = [], 0, 0
     part = "take a part of it (head -n 1000000 FILE > part)"
+    zipped = path.suffix == ".gz"
     try:
-        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
+        with (gzip.open if zipped else open)(path, "rb") as f:
             while block := f.read(_BLOCK):
+                if not (zipped or blocks or block[:2] != _GZIP_MAGIC):
+                    raise CorpusFormatError(
+                        f"{path} is gzip-compressed (it starts with gzip's two bytes "
+                        f"1f 8b): name it {path.name}.gz, or gunzip it"
+                    )
                 if b"\0" in block:
                     line = lines + block.count(b"\n", 0, block.index(b"\0")) + 1
                     raise CorpusFormatError(

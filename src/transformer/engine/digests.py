@@ -54,11 +54,13 @@ def check_digests(
     error: type[Exception] = CheckpointError,
     again: str = _AGAIN,
 ) -> None:
-    """Refuse a file of `names` in `folder` whose SHA-256 is not the one SHA256SUMS
-    holds from when it was saved (one flipped bit changes a translation and passes
-    every other check), or that has no line there. `required=None`: SHA256SUMS must
-    exist if the folder was saved in model format 2 or later (`saved_format`); a
-    folder of format 1, saved before digests were written, has none to check."""
+    """Refuse what `sha256sum -c SHA256SUMS` refuses, and a file of `names` in `folder`
+    that has no line there: every line's file must be there, a regular file, with the
+    SHA-256 the line gives (one flipped bit changes a translation and passes every
+    other check; a file that is listed but gone was lost in a copy). A file listed twice
+    must match both lines. `required=None`: SHA256SUMS must exist if the folder was
+    saved in model format 2 or later (`saved_format`); a folder of format 1, saved
+    before digests were written, has none to check."""
     folder, path = Path(folder), Path(folder) / DIGESTS
     if required is None:
         required = saved_format(folder) >= 2
@@ -75,16 +77,24 @@ def check_digests(
         raise error(
             f"{path} is damaged (not lines of a SHA-256 and a file name): {again}"
         )
-    listed = {name: digest.lower() for digest, name in (m.groups() for m in lines)}
+    listed = [(name, digest.lower()) for digest, name in (m.groups() for m in lines)]
     for name in names:
-        if not (folder / name).is_file():  # missing: the loaders name it
-            continue
-        if name not in listed:
+        if (folder / name).is_file() and name not in dict(listed):
             raise error(
                 f"{path} has no line for {name}: every file saved in the folder has "
                 f"its SHA-256 there; {again}"
             )
-        if sha256_of(folder / name) != listed[name]:
+    found: dict[str, str] = {}  # each file read once, however often it is listed
+    for name, digest in listed:
+        if name not in found:
+            if not ((folder / name).exists() or (folder / name).is_symlink()):
+                raise error(
+                    f"{folder / name} is missing, but {DIGESTS} lists it: the folder "
+                    f"was saved with it; {again}"
+                )
+            check_regular_file(folder / name, error=error)  # a pipe would never end
+            found[name] = sha256_of(folder / name)
+        if found[name] != digest:
             raise error(
                 f"{folder / name} is damaged: its SHA-256 is not the one written "
                 "into SHA256SUMS when it was saved (a copy gone wrong, a bit flipped "

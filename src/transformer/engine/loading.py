@@ -166,7 +166,13 @@ def read_model_config(directory: Path) -> ModelConfig:
             "first setting if its other settings are those of the weights"
         )
     version = settings.pop("format")
-    if version not in range(1, MODEL_FORMAT + 1) or isinstance(version, bool):
+    if type(version) is not int:  # "2", 2.0 or true: not a format
+        raise CheckpointError(
+            f'{path} says "format": {json.dumps(version)[:40]}, but the format must be '
+            f"an integer (1 to {MODEL_FORMAT}): write it without quotes, or copy the "
+            "model_config.json that was saved with these weights"
+        )
+    if version not in range(1, MODEL_FORMAT + 1):
         raise CheckpointError(
             f"{path} is in format {version!r}, and this copy of the package reads "
             f"formats 1 to {MODEL_FORMAT}: a newer one wrote it, so update yours "

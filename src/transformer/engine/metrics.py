@@ -10,6 +10,7 @@ import math
 import sys
 from pathlib import Path
 
+from ..errors import CheckpointError
 from ..files import atomic_write_text
 
 
@@ -99,17 +100,17 @@ def _rows(path: Path) -> list[dict]:
     kind "step" or "epoch", its step a whole number, every other cell empty or a
     number. A damaged row (cut short by a full disk, garbage, a NUL byte) is left out
     and named in one warning line: the rows after a checkpoint's step are dropped on
-    resume anyway, and the others are worth more than a run that will not continue."""
+    resume anyway, and the others are worth more than a run that will not continue.
+    A first line that is not a header the log writes is refused (`CheckpointError`):
+    without it no row can be read."""
     rows, bad = [], []
     with open(path, "rb") as f:
         lines = [b.decode("utf-8", "replace").rstrip("\r\n") for b in f]
-    header = lines[0].split(",") if lines and lines[0].startswith("kind,step") else None
-    for number, line in enumerate(
-        lines[1:] if header else lines, start=2 if header else 1
-    ):
+    header = _header(path, lines[0]) if lines else MetricsLog.FIELDS
+    for number, line in enumerate(lines[1:], start=2):
         values = next(csv.reader([line.replace("\0", "\ufffd")]), [])
-        row = dict(zip(header or MetricsLog.FIELDS, values))
-        if len(values) != len(header or MetricsLog.FIELDS) or not _sound(row):
+        row = dict(zip(header, values))
+        if len(values) != len(header) or not _sound(row):
             bad.append(number)
         else:
             rows.append(row)
@@ -121,6 +122,27 @@ def _rows(path: Path) -> list[dict]:
             file=sys.stderr,
         )
     return rows
+
+
+def _header(path: Path, line: str) -> list[str]:
+    """The column names of metrics.csv's first line: "kind,step" and then columns
+    `MetricsLog` writes, each once (a log of an earlier package has fewer)."""
+    names, known = line.split(","), MetricsLog.FIELDS
+    wrong = [n for n in names if n not in known] or [
+        n for n in names if names.count(n) > 1
+    ]
+    if names[:2] == ["kind", "step"] and not wrong:
+        return names
+    why = (
+        f"{wrong[0][:30]!r} is not a column it names once"
+        if wrong
+        else "it does not start with kind,step"
+    )
+    raise CheckpointError(
+        f"{path}: its first line is not the header a run writes ({why}): put back "
+        f"the line {','.join(known)}, or move metrics.csv away (a resumed run then "
+        "starts a new one)"
+    )
 
 # %% ../../../notebooks/93_checkpoints.ipynb #7a1f6acc
 def _sound(row: dict) -> bool:

@@ -4,8 +4,10 @@
 __all__ = ['OPSET', 'FORMAT', 'EXPORTED', 'EncoderGraph', 'DecoderGraph', 'weights_sha256', 'export_onnx']
 
 # %% ../../../notebooks/96_onnx.ipynb #91b27bb2
+import errno
 import hashlib
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -187,7 +189,9 @@ def export_onnx(
     and a decoder step.
     The files are written into a new folder beside `out_dir`, which then takes its place
     (`atomic_folder`): a folder that already holds files is refused unless `replace`,
-    and then replaced whole; what an export killed midway left beside it is removed.
+    and then replaced whole, and one filled by another export while this one was
+    written is refused as well, never replaced; what an export killed midway left
+    beside it is removed.
     `SHA256SUMS` holds the digest of each file. Returns out_dir."""
     out = Path(out_dir)
     checkpoint = load_translator(model, **load_options)
@@ -207,14 +211,36 @@ def export_onnx(
         ),
     )
     try:
-        with full, atomic_folder(out, replace=True) as tmp:
+        with full, atomic_folder(out, replace=replace) as tmp:
             _write_export(checkpoint, tmp)
+            if not replace:
+                _make_way(out)
     except PermissionError as e:
         raise InputError(
             f"cannot write into {out.parent if not out.exists() else out}: "
             f"{e.strerror}; export into a folder you can write to"
         ) from None
+    except OSError as e:
+        if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise
+        # another export (or anyone) filled `out` while this one was written
+        raise InputError(
+            f"{out} was made and filled while this export was written (another "
+            "export into it?): it is left as it is; export into a new folder, or "
+            "pass --replace (replace=True) to replace it"
+        ) from None
     return out
+
+
+def _make_way(out: Path) -> None:
+    """Remove the empty folder (or link) at `out` that `_check_out_dir` let through,
+    for the export to take its place by a rename that never replaces anything else
+    (`atomic_folder` without `replace`); a folder that was filled in the meantime
+    stays, and the rename is refused (`OSError`: ENOTEMPTY or EEXIST)."""
+    if out.is_symlink():
+        out.unlink()  # the folder it names stays as it is
+    elif out.exists():
+        os.rmdir(out)
 
 # %% ../../../notebooks/96_onnx.ipynb #a28b3452
 def _write_export(checkpoint, out: Path) -> None:

@@ -7,6 +7,7 @@ __all__ = ['check_can_train', 'float32_products', 'parameter_groups', 'RunPieces
 # transformer/engine/run_setup.py: what a run is made of before its first step (the
 # device's checks, the model, its optimiser and schedule), its checkpoint writer and log
 from contextlib import contextmanager
+from importlib.util import find_spec
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,15 +27,22 @@ from .metrics import MetricsLog, read_metrics
 from .model_config import build_model, model_bytes
 from .machine import cpu_has_bf16_matmul
 from .run_data import run_data
-from .run_folder import TrainState
+from .train_state import TRAIN_STATE_FORMAT, TrainState
 from ..schedule import InverseSqrtSchedule, LinearDecaySchedule
 
 # %% ../../../notebooks/95_training_run.ipynb #d5a0b2e4
 def check_can_train(config: TrainConfig, device: torch.device) -> None:
-    """Refuse a run this device cannot do, before anything is written: bf16 on a CPU
-    without bf16 arithmetic, and a [model] too large for the device's memory (four
+    """Refuse a run this machine cannot do, before anything is written: TensorBoard
+    logs asked for (`tensorboard = true`) without the tensorboard package, bf16 on a
+    CPU without bf16 arithmetic, and a [model] too large for the device's memory (four
     float32 copies (weights, gradients, Adam's two moments; the positional table, built
     in float64, peaks at as much), with the largest vocabularies the run can get)."""
+    if config.tensorboard is True and find_spec("tensorboard") is None:
+        raise ConfigError(
+            "tensorboard = true, but the tensorboard package is not installed: "
+            'pip install tensorboard, or set tensorboard = false (or "auto": logs '
+            "where it is installed)"
+        )
     if (
         device.type == "cpu"
         and config.precision == "bf16"
@@ -236,7 +244,7 @@ def save_run(
     path = checkpoints / f"step-{state.step:08d}"
     if info.is_main:
         payload = {
-            "format": 1,
+            "format": TRAIN_STATE_FORMAT,
             **state.to_dict(),
             "world_size": info.world_size,
             "optimizer": run.optimizer.state_dict(),

@@ -195,6 +195,8 @@ def _train(
     with run_folder(out, info):
         previous, saved, state = previous_checkpoint(config, resume, info, pairs)
         run = run_pieces(config, info, device, previous, saved, pairs)
+        if previous is not None:  # where the checkpoint is in this run's batches
+            state.check_position(len(run.sampler), previous)
         log, history = open_log(config, state, resume) if info.is_main else (None, [])
         t0 = time.perf_counter() - state.elapsed_s  # the run's time survives a resume
         saved_at, saved_step = previous, state.step if previous else -1
