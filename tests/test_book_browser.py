@@ -288,7 +288,7 @@ def test_every_page_renders_offline_with_math_images_links_and_no_directives(
 ):
     reports, problems, views = {}, [], {}
     for rel in pages(built_book):
-        page, errors, _ = open_page(laptop, book_site + rel)
+        page, errors, _ = open_page(laptop, book_site + rel, idle=False)
         report = page.evaluate(PAGE_REPORT)
         views[rel] = page.evaluate(READER_VIEW, code_columns())
         views[rel]["svgs"] = page.evaluate(SVG_TEXT)
@@ -430,7 +430,7 @@ def test_every_page_fits_a_phone(built_book, book_site, phone):
     that it does."""
     start, views, problems = time.monotonic(), {}, []
     for rel in pages(built_book):
-        page, errors, refused = open_page(phone, book_site + rel)
+        page, errors, refused = open_page(phone, book_site + rel, idle=False)
         view = views[rel] = page.evaluate(READER_VIEW, code_columns())
         view["svgs"] = page.evaluate(SVG_TEXT)
         view["width"] = PHONE["width"]
