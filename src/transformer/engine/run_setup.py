@@ -76,7 +76,7 @@ def float32_products(device: torch.device, precision: str):
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
 
-# %% ../../../notebooks/95_training_run.ipynb #run-data-code
+# %% ../../../notebooks/95_training_run.ipynb #run-optimiser-code
 def _optimise(
     model: nn.Module,
     config: TrainConfig,
@@ -174,7 +174,7 @@ def _wrap_model(
         net = torch.compile(net, dynamic=True)
     return net
 
-# %% ../../../notebooks/95_training_run.ipynb #run-loop-code
+# %% ../../../notebooks/95_training_run.ipynb #run-pieces-code
 @dataclass(frozen=True)
 class RunPieces:
     """What a run is made of, set once: its data, model, optimiser and schedule."""
