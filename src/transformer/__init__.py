@@ -5,7 +5,8 @@ edit). This file is the public surface: what a reader imports.
 
 `transformer.attention` is the attention function (its module is `transformer.attention` in
 `sys.modules`, reached with `from transformer.attention import ...`). `transformer.train(config)` runs a
-training run (its module is `transformer.engine.trainer`).
+training run (its module is `transformer.engine.trainer`). Every public name but `attention` is
+imported when it is first used, so `import transformer` costs torch and chapter 02 only.
 
 Two floors: the chapters' modules (`attention`, `multihead`, ... `decoder_only`) hold the mechanisms
 they teach; `transformer.engine` (the appendices) stands on them with corpora, configuration,
@@ -19,49 +20,85 @@ package's own errors, `TransformerError` and its family in `transformer.errors`;
 
 __version__ = "0.1.0"
 
-from transformer.attention import attention
-from transformer.engine.corpora import (
-    load_multi30k,
-    load_parallel,
-    load_tatoeba,
-    load_tsv,
-)
-from transformer.data import Batch, TokenBudgetBatchSampler, TranslationDataset, collate
-from transformer.decoder import Decoder, DecoderLayer
-from transformer.decoding import Hypothesis, beam_search, greedy_decode
-from transformer.translation import translate
-from transformer.evaluation import corpus_bleu, corpus_chrf, evaluate_pairs
-from transformer.embedding import (
-    PositionalEncoding,
-    TokenEmbedding,
-    sinusoidal_positional_encoding,
-)
-from transformer.errors import (
-    CheckpointError,
-    ConfigError,
-    CorpusError,
-    InputError,
-    TransformerError,
-)
-from transformer.blocks import FeedForward, PAPER, Parts
-from transformer.encoder import Encoder, EncoderLayer
-from transformer.masking import causal_mask, padding_mask
-from transformer.model import Transformer, TransformerConfig
-from transformer.multihead import MultiHeadAttention
-from transformer.tokenizer import Tokenizer, train_tokenizer
-from transformer.engine.loading import load_checkpoint
-from transformer.evaluation import evaluate_checkpoint
-from transformer.engine.shipped import load_translator
-from transformer.engine.config import TrainConfig
-from transformer.loss import label_smoothed_loss
-from transformer.engine.trainer import train
-from transformer.visualize import AttentionMaps, attention_maps, plot_attention
-from transformer.modern import RMSNorm, RotaryPositions, SwiGLU, modern_parts
-from transformer.attention_cost import kv_cache_bytes, tiled_attention
-from transformer.engine.onnx_export import export_onnx
-from transformer.engine.onnx_translator import OnnxTranslator
-from transformer.decoder_only import DecoderOnly, sample
-from transformer.engine.model_config import ModelConfig, build_model
+from transformer.attention import attention  # the function: chapter 02's promise
+
+# every other public name is imported when first asked for (`transformer.X`), so that
+# `import transformer` costs torch and chapter 02, not the engine and its libraries
+_WHERE = {
+    "load_multi30k": "transformer.engine.corpora",
+    "load_parallel": "transformer.engine.corpora",
+    "load_tatoeba": "transformer.engine.corpora",
+    "load_tsv": "transformer.engine.corpora",
+    "Batch": "transformer.data",
+    "TokenBudgetBatchSampler": "transformer.data",
+    "TranslationDataset": "transformer.data",
+    "collate": "transformer.data",
+    "Decoder": "transformer.decoder",
+    "DecoderLayer": "transformer.decoder",
+    "Hypothesis": "transformer.decoding",
+    "beam_search": "transformer.decoding",
+    "greedy_decode": "transformer.decoding",
+    "translate": "transformer.translation",
+    "corpus_bleu": "transformer.evaluation",
+    "corpus_chrf": "transformer.evaluation",
+    "evaluate_pairs": "transformer.evaluation",
+    "PositionalEncoding": "transformer.embedding",
+    "TokenEmbedding": "transformer.embedding",
+    "sinusoidal_positional_encoding": "transformer.embedding",
+    "CheckpointError": "transformer.errors",
+    "ConfigError": "transformer.errors",
+    "CorpusError": "transformer.errors",
+    "InputError": "transformer.errors",
+    "TransformerError": "transformer.errors",
+    "FeedForward": "transformer.blocks",
+    "PAPER": "transformer.blocks",
+    "Parts": "transformer.blocks",
+    "Encoder": "transformer.encoder",
+    "EncoderLayer": "transformer.encoder",
+    "causal_mask": "transformer.masking",
+    "padding_mask": "transformer.masking",
+    "Transformer": "transformer.model",
+    "TransformerConfig": "transformer.model",
+    "MultiHeadAttention": "transformer.multihead",
+    "Tokenizer": "transformer.tokenizer",
+    "train_tokenizer": "transformer.tokenizer",
+    "load_checkpoint": "transformer.engine.loading",
+    "evaluate_checkpoint": "transformer.evaluation",
+    "load_translator": "transformer.engine.shipped",
+    "TrainConfig": "transformer.engine.config",
+    "label_smoothed_loss": "transformer.loss",
+    "train": "transformer.engine.trainer",
+    "AttentionMaps": "transformer.visualize",
+    "attention_maps": "transformer.visualize",
+    "plot_attention": "transformer.visualize",
+    "RMSNorm": "transformer.modern",
+    "RotaryPositions": "transformer.modern",
+    "SwiGLU": "transformer.modern",
+    "modern_parts": "transformer.modern",
+    "kv_cache_bytes": "transformer.attention_cost",
+    "tiled_attention": "transformer.attention_cost",
+    "export_onnx": "transformer.engine.onnx_export",
+    "OnnxTranslator": "transformer.engine.onnx_translator",
+    "DecoderOnly": "transformer.decoder_only",
+    "sample": "transformer.decoder_only",
+    "ModelConfig": "transformer.engine.model_config",
+    "build_model": "transformer.engine.model_config",
+}
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        import importlib
+
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value  # asked once
+        return value
+    raise AttributeError(f"module 'transformer' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "attention",
