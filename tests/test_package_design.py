@@ -7,6 +7,8 @@ Only the source is read (`ast`), nothing is imported or run: the test takes well
 import ast
 import collections
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -347,3 +349,16 @@ def test_a_default_setting_is_written_in_one_signature_and_named_everywhere_else
                 places[arg, value].append(f"{name}.{fn}")
     repeated = {k: v for k, v in places.items() if len(v) > 1}
     assert not repeated, repeated
+
+
+def test_a_chapter_module_imported_alone_leaves_the_engine_unloaded():
+    """`import transformer.attention` (or any chapter) runs the package's __init__, which
+    imports the engine's names only when first used: the floors hold at run time too."""
+    code = (
+        "import sys, transformer.attention, transformer.decoding; "
+        "print(sorted(m for m in sys.modules if m.startswith('transformer.engine')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result

@@ -364,11 +364,13 @@ def best_hypotheses(
 ) -> list[Hypothesis]:
     """The best hypothesis of each sentence of src (b, S), by greedy or beam search,
     on settings a door has checked (translate's: the widest batch's memory too)."""
-    if beam_size == 1:
-        return greedy_decode(model, src, max_len_a=max_len_a, max_len_b=max_len_b)
     c = model.config
     limits = output_limits(
         source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len
     )
+    if beam_size == 1:  # greedy_decode's loop, without its door
+        with torch.no_grad(), evaluating(model):
+            state = _start(model, src, True)
+            return greedy_steps(state, torch.tensor(limits, device=src.device))
     beams = _beam_search(model, src, beam_size, alpha, 1, limits)
     return [n[0] for n in beams]
