@@ -1677,7 +1677,7 @@ def test_evaluate_into_a_folder_it_cannot_write_stops_before_translating_anythin
 ):
     folder = unwritable_folder(tmp_path)
     monkeypatch.setattr(
-        "transformer.evaluation.translate",
+        "transformer.engine.evaluate.translate",
         lambda *a, **k: pytest.fail("translated before checking"),
     )
     monkeypatch.chdir(tmp_path)
@@ -1880,8 +1880,8 @@ def api_cases(ckpt, onnx_dir: Path | None):
     import numpy as np
 
     from transformer.engine.model_config import ModelConfig
-    from transformer.evaluation import evaluate_checkpoint
-    from transformer.evaluation import evaluate_pairs
+    from transformer.engine.evaluate import evaluate_checkpoint
+    from transformer.engine.evaluate import evaluate_pairs
 
     src = torch.tensor([[5, 6, 7]])
     q = torch.randn(5)
@@ -2693,7 +2693,7 @@ FULL_DISK_CASES = [  # (id, what fills the disk, command, phrase)
     ),
     (
         "evaluate's translations",
-        "transformer.evaluation.atomic_write_bytes",
+        "transformer.engine.evaluate.atomic_write_bytes",
         "evaluate",
         "no file there was changed (each is written whole or not at all); free some "
         "space, or give --out-dir on another disk, then run the same command again",

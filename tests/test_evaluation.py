@@ -344,7 +344,7 @@ def test_evaluate_pairs_checks_its_checkpoint_and_limit_by_translates_rules():
     import numpy as np
 
     from transformer.engine.shipped import load_translator
-    from transformer.evaluation import evaluate_pairs
+    from transformer.engine.evaluate import evaluate_pairs
 
     pairs = [("Ein Hund läuft.", "A dog runs.")]
     with pytest.raises(InputError, match="checkpoint must be a loaded model"):

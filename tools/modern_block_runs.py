@@ -237,7 +237,7 @@ def one_run(
     import torch
 
     from transformer.engine.loading import load_checkpoint
-    from transformer.evaluation import evaluate_checkpoint
+    from transformer.engine.evaluate import evaluate_checkpoint
     from transformer.engine.metrics import read_metrics
     from transformer.engine.trainer import train
 

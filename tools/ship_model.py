@@ -37,7 +37,7 @@ from transformer.files import atomic_folder
 from transformer.engine.loading import Checkpoint, load_checkpoint
 from transformer.engine.model_files import save_model_files
 from transformer.engine.digests import write_digests
-from transformer.evaluation import evaluate_checkpoint
+from transformer.engine.evaluate import evaluate_checkpoint
 
 
 def checkpoints_of(run: Path) -> list[Path]:

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from transformer.engine.loading import load_checkpoint
-from transformer.evaluation import evaluate_checkpoint
+from transformer.engine.evaluate import evaluate_checkpoint
 from transformer.engine.config import TrainConfig
 from transformer.files import atomic_write_text
 from transformer.engine.metrics import read_metrics

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .command_input import argument_lines, stdin_lines
 from .config import TrainConfig
-from ..evaluation import evaluate_checkpoint
+from .evaluate import evaluate_checkpoint
 from .shipped import SHIPPED_MODELS, load_translator
 from ..decoding import BATCH_SIZE, MAX_LEN_A, MAX_LEN_B
 from ..translation import translate
