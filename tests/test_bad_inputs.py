@@ -3255,3 +3255,50 @@ def test_attention_maps_takes_numpy_integers_and_a_byte_order_mark_as_translate_
     plain = attention_maps(ckpt, "Ein Hund.", beam_size=1)
     numpy = attention_maps(ckpt, "\ufeffEin Hund.", beam_size=np.int64(1))
     assert (numpy.translation, numpy.source) == (plain.translation, plain.source)
+
+
+# ---- The fifth new-user trial (issue 54): the faults mended at once ------------------
+
+
+def test_a_numpy_integer_of_any_width_is_a_beam_size():
+    """np.int8(4) overflowed the beam's memory estimate (an OverflowError deep inside);
+    the doors take any integer and compute with Python's."""
+    import numpy as np
+
+    from transformer.engine.shipped import load_translator
+    from transformer.translation import translate
+
+    ckpt = load_translator("multi30k-de-en")
+    plain = translate(ckpt, ["Ein Hund läuft."], beam_size=4)
+    for kind in (np.int8, np.uint8, np.int16, np.uint64):
+        assert translate(ckpt, ["Ein Hund läuft."], beam_size=kind(4)) == plain, kind
+
+
+def test_a_file_too_large_for_its_disk_is_one_line_like_a_full_disk(tmp_path):
+    """EFBIG (a FAT32 drive, `ulimit -f`) was a traceback; it is the full disk's one
+    line, saying why."""
+    import errno
+
+    from transformer.engine.full_disk import disk_is_full, full_disk_is_one_line
+    from transformer.errors import DiskFullError
+
+    too_large = OSError(errno.EFBIG, "File too large", str(tmp_path / "x"))
+    assert disk_is_full(too_large)
+    with pytest.raises(
+        DiskFullError, match="takes no file this large .*File too large"
+    ):
+        with full_disk_is_one_line(tmp_path, lambda folder: "free space and rerun"):
+            raise too_large
+
+
+def test_standard_input_open_for_writing_only_is_one_line():
+    result = subprocess.run(
+        [sys.executable, "-m", "transformer", "translate"],
+        stdin=open(os.devnull, "w"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result
+    assert result.stderr.startswith("error: standard input cannot be read")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -233,3 +233,11 @@ def test_evaluate_prints_signatures_and_writes_the_translations_beside_the_score
     assert "BLEU, lowercased" in text
     assert len((out / "val.hyp").read_text(encoding="utf-8").splitlines()) == 20
     assert '"split": "val"' in (out / "val.json").read_text()
+
+
+def test_an_empty_out_dir_is_refused_not_read_as_the_current_folder(tmp_path):
+    """`--out-dir ""` wrote val.hyp and val.json into the current folder (Path("") is
+    "."): refused, as train and export-onnx refuse an empty folder name."""
+    result = in_process("evaluate", "--split", "val", "--out-dir", "")
+    assert result.returncode == 2
+    assert b"--out-dir: an empty name" in result.stderr

@@ -253,6 +253,8 @@ def beam_search(
     lists of n_best hypotheses, best first. The door (its settings, the source, the
     memory a beam will hold: transformer/checks.py), then the search."""
     check_beam(model, src, beam_size, alpha, n_best)
+    # as Python numbers: a NumPy int8 beam would overflow the sums of the search
+    beam_size, alpha, n_best = int(beam_size), float(alpha), int(n_best)
     check_output_limits(max_len_a, max_len_b)
     limits = output_limits(
         source_lengths(src, model.config.pad_id),

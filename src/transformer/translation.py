@@ -87,6 +87,8 @@ def translate(
     alpha = settings["alpha"] if alpha is None else alpha
     model = checkpoint.model
     check_decoding(beam_size, alpha, model.config.tgt_vocab_size)
+    # as Python numbers: a NumPy int8 beam would overflow the sums below
+    beam_size, alpha = int(beam_size), float(alpha)
     check_output_limits(max_len_a, max_len_b)
     if on_truncate is not None and not callable(on_truncate):
         raise InputError(

@@ -24,6 +24,15 @@ from .streams import StdoutClosed, open_streams, say
 from .trainer import train
 
 # %% ../../../notebooks/97_command_line.ipynb #ca1de245
+def _folder(text: str) -> Path:
+    """An --out-dir: a folder's name, never the empty one (which Path reads as ".")."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty name: name a folder, or leave the option out"
+        )
+    return Path(text)
+
+
 def _positive(name: str, value: int) -> int:
     if value < 1:
         raise CommandError(f"{name} must be at least 1, got {value}")
@@ -261,7 +270,7 @@ def _add_evaluate_command(commands, model_help: str) -> None:
     )
     p.add_argument(
         "--out-dir",
-        type=Path,
+        type=_folder,
         help="where <split>.hyp and <split>.json go (default: evaluation/<model name>)",
     )
     p.add_argument(

@@ -60,6 +60,18 @@ def argument_lines(texts: list[str]) -> list[str]:
 STDIN_LIMIT = 256 << 20  # bytes of sentences read from standard input in one command
 
 # %% ../../../notebooks/97_command_line.ipynb #2f6d7357
+def _read_stdin() -> bytes:
+    """The next block of standard input (1 MB at most), or one line if it cannot be
+    read (opened for writing only: `0> file`)."""
+    try:
+        return sys.stdin.buffer.read(1 << 20)
+    except OSError as e:
+        raise CommandError(
+            f"standard input cannot be read ({e.strerror}): give the sentences as "
+            "arguments, or pipe them in (transformer translate < sentences.txt)"
+        ) from None
+
+
 def stdin_lines() -> list[str]:
     """Standard input's lines, read a block at a time: a NUL byte (binary data,
     /dev/zero) is refused at the block that holds it, and input beyond `STDIN_LIMIT`
@@ -71,7 +83,7 @@ def stdin_lines() -> list[str]:
             "in (transformer translate < sentences.txt)"
         )
     blocks, size = [], 0
-    while block := sys.stdin.buffer.read(1 << 20):
+    while block := _read_stdin():
         blocks.append(block)
         size += len(block)
         if b"\0" in block:

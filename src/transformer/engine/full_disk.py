@@ -11,14 +11,15 @@ from pathlib import Path
 
 from ..errors import DiskFullError
 
-# what a full disk, or a user's exhausted quota, says
-_FULL = (errno.ENOSPC, errno.EDQUOT)
-_FULL_TEXTS = ("No space left on device", "Disk quota exceeded")
+# what a full disk, a user's exhausted quota, or a file system's (or ulimit -f's)
+# largest file says
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_FULL_TEXTS = ("No space left on device", "Disk quota exceeded", "File too large")
 
 
 def disk_is_full(e: BaseException) -> bool:
-    """Whether `e` says that the disk (or the quota) is full: an `OSError` of ENOSPC or
-    EDQUOT, or the error of a writer in another language (safetensors, sentencepiece)
+    """Whether `e` says that the disk (or the quota) is full, or takes no file this
+    large: an `OSError` of ENOSPC, EDQUOT or EFBIG, or the error of a writer in another language (safetensors, sentencepiece)
     that says so only in its text."""
     if isinstance(e, OSError) and e.errno is not None:
         return e.errno in _FULL
@@ -38,10 +39,15 @@ def full_disk_is_one_line(folder: str | Path, then: Callable[[Path], str]):
     except Exception as e:
         if not disk_is_full(e):
             raise
-        why = e.strerror if isinstance(e, OSError) and e.strerror else _FULL_TEXTS[0]
+        why = next((t for t in _FULL_TEXTS if t in str(e)), _FULL_TEXTS[0])
         where = f" while writing {e.filename}" if getattr(e, "filename", None) else ""
+        full = (
+            "takes no file this large (a FAT32 drive, or a ulimit -f)"
+            if why == _FULL_TEXTS[2]
+            else "is full"
+        )
         raise DiskFullError(
-            f"the disk holding {folder} is full ({why}){where}: {then(Path(folder))}"
+            f"the disk holding {folder} {full} ({why}){where}: {then(Path(folder))}"
         ) from None
 
 
