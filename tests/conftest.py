@@ -106,26 +106,34 @@ def reader_env(home: Path) -> dict[str, str]:
     return env
 
 
-# The longest units of work of the README's `pytest` (a test module or a notebook), longest first, as
-# `--durations` measured them on two cores: the portability re-runs (only with TRANSFORMER_PORTABILITY=1),
-# then the browser, JupyterLab and clone tests and the slowest chapters. pytest-xdist's `--dist loadscope`
-# hands out whole modules in this order, so that no long one is left to start last.
+# The longest units of work of the README's `pytest` (a test module, a notebook, or the book's three
+# modules together), longest first, as `--durations` measured them on two cores (seconds, 2026-12-07):
+# the portability re-runs (only with TRANSFORMER_PORTABILITY=1), the book (226), the bad inputs (94), the
+# training runs (85), chapter 11 (84), the JupyterLab check (54), chapters 14, 09, 16 (52-53), ...
+# pytest-xdist's `--dist loadscope` hands out whole units in this order (`pytest_xdist_make_scheduler`
+# turns off its own reordering by the number of tests, which started the one-test JupyterLab check
+# last and left the other worker idle for most of its 54 s).
 LONGEST_FIRST = (
     "test_portable_outputs.py",
     "test_book_browser.py",
     "test_widget_page.py",
     "test_browser_translator.py",
-    "test_reader_clone.py",
-    "test_check_in_jupyterlab.py",
-    "11_decoding.ipynb",
-    "14_seeing_attention.ipynb",
-    "16_modern_block.ipynb",
+    "test_bad_inputs.py",
     "test_train.py",
-    "test_attention_cost.py",
+    "11_decoding.ipynb",
+    "test_check_in_jupyterlab.py",
+    "14_seeing_attention.ipynb",
+    "09_data.ipynb",
+    "16_modern_block.ipynb",
+    "test_cli.py",
     "12_evaluation.ipynb",
     "08_transformer.ipynb",
-    "test_cli.py",
-    "09_data.ipynb",
+    "18_decoder_only.ipynb",
+    "test_reader_clone.py",
+    "10_training.ipynb",
+    "13_results.ipynb",
+    "test_wheel.py",
+    "test_attention_cost.py",
 )
 
 
@@ -143,6 +151,9 @@ def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist") != "loadscope":
         return None  # another mode asked for on the command line: xdist's own
     from xdist.scheduler import LoadScopeScheduling
+
+    # in LONGEST_FIRST's order (`pytest_collection_modifyitems`), not by tests per unit
+    config.option.loadscopereorder = False
 
     class BookTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:

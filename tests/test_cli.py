@@ -110,14 +110,15 @@ def test_translate_gives_one_line_per_input_line_in_order_with_empty_lines_kept(
     assert (
         len(out) == 5 and out[-1] == "" and out[1] == ""
     )  # four lines, each ended by a newline
+    # each alone, and greedy: the same command in this process (`in_process`)
     single = [
-        transformer("translate", "--model", str(tiny_run), "--beam", "2", text)
+        in_process("translate", "--model", str(tiny_run), "--beam", "2", text)
         .stdout.decode()
         .rstrip("\n")
         for text in ("Ein Hund läuft.", "Ein Kind spielt.")
     ]
     assert [out[0], out[3]] == single
-    greedy = transformer(
+    greedy = in_process(
         "translate",
         "--model",
         str(tiny_run),

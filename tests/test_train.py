@@ -637,8 +637,9 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 )
 def test_keep_freed_memory_stops_a_block_used_every_step_from_being_faulted_in_again():
     """By default glibc unmaps a freed 64 MB block and the next allocation faults every page in again
-    (16,384 pages of 4 KiB, ten times over); after keep_freed_memory the heap grows for the first one or two
-    and later ones reuse it without a fault."""
+    (16,384 pages of 4 KiB, ten times over); after keep_freed_memory the heap grows for the first few (two or
+    three blocks' worth of faults, and a few pages of the interpreter's own: 49,157 were seen once) and later
+    ones reuse it without a fault."""
     faults = {
         how: int(
             subprocess.run(
@@ -651,7 +652,7 @@ def test_keep_freed_memory_stops_a_block_used_every_step_from_being_faulted_in_a
         for how in ("default", "keep")
     }
     assert faults["default"] > 9 * 16_384, faults
-    assert faults["keep"] < 3 * 16_384, faults
+    assert faults["keep"] < 4 * 16_384, faults
 
 
 def test_bf16_on_a_cpu_without_bf16_instructions_is_refused_before_anything_is_written(

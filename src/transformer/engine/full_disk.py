@@ -19,7 +19,8 @@ _FULL_TEXTS = ("No space left on device", "Disk quota exceeded", "File too large
 
 def disk_is_full(e: BaseException) -> bool:
     """Whether `e` says that the disk (or the quota) is full, or takes no file this
-    large: an `OSError` of ENOSPC, EDQUOT or EFBIG, or the error of a writer in another language (safetensors, sentencepiece)
+    large: an `OSError` of ENOSPC, EDQUOT or EFBIG, or the error of a writer in
+    another language (safetensors, sentencepiece)
     that says so only in its text."""
     if isinstance(e, OSError) and e.errno is not None:
         return e.errno in _FULL
