@@ -14,13 +14,15 @@ text is at least 8 px (its size in points and the dpi, recorded in the PNG by no
 scaled by the width the page shows it at; in an SVG diagram, inline or an <img>, the font size of its
 smallest text times the scale the page draws it at). The chapter menu and the
 contents button open their panels on the phone, and printing a chapter keeps every line on the page.
-Screenshots of every page at both widths go to `_build/screenshots/`, with a printed chapter.
+With `TRANSFORMER_SCREENSHOTS=1`, screenshots of every page at both widths go to `_build/screenshots/`,
+with a printed chapter.
 
 Needs Debian's Chromium (`apt-get install chromium`; `.ci/run` installs it) and the `playwright` package
 (in requirements.txt); skips with that instruction where either is missing.
 """
 
 import importlib.util
+import os
 import re
 import time
 import tomllib
@@ -172,6 +174,10 @@ def phone(chromium):
 
 
 def screenshot(page, rel: str, width: int) -> None:
+    """With TRANSFORMER_SCREENSHOTS=1, what the page looks like, kept for a person to see (about
+    0.1-0.2 s a page, so not in every run)."""
+    if not os.environ.get("TRANSFORMER_SCREENSHOTS"):
+        return
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{Path(rel).stem}-{width}.png"
     page.screenshot(path=str(path), full_page=False)

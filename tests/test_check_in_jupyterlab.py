@@ -111,7 +111,7 @@ def test_only_a_run_of_every_cell_passes_and_an_error_a_broken_widget_and_a_cut_
     slow = notebook(
         tmp_path / "slow.ipynb", "import time", "time.sleep(600)", "print('late')"
     )
-    result = run_tool(good, planted, widget, slow, "--timeout", "15")
+    result = run_tool(good, planted, widget, slow, "--timeout", "10")
     if (
         result.returncode == 2 and "JupyterLab did not answer" in result.stderr
     ):  # the machine, not the tool
@@ -132,7 +132,7 @@ def test_only_a_run_of_every_cell_passes_and_an_error_a_broken_widget_and_a_cut_
         in line_of(out, "planted")
     )
     assert "1 widget output(s) that did not render" in line_of(out, "widget")
-    assert "CUT: not finished within the 15 s timeout" in line_of(out, "slow")
+    assert "CUT: not finished within the 10 s timeout" in line_of(out, "slow")
     assert "2 of 3 code cells run" in line_of(
         out, "slow"
     )  # the sleep had started, the print had not
