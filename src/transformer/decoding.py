@@ -189,6 +189,19 @@ def greedy_decode(
     limits = output_limits(
         source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len
     )
+    return _greedy(model, src, limits, use_cache, pick)
+
+
+@torch.no_grad()
+def _greedy(
+    model: Seq2SeqModel,
+    src: Tensor,
+    limits: list[int],
+    use_cache: bool = True,
+    pick: Callable[[Tensor], Tensor] | None = None,
+) -> list[Hypothesis]:
+    """`greedy_decode` after its door: the loop on the model's decoder state
+    (`translate` calls it directly, on what its own door checked)."""
     with evaluating(model):
         state = _start(model, src, use_cache)
         return greedy_steps(state, torch.tensor(limits, device=src.device), pick)
@@ -370,9 +383,7 @@ def best_hypotheses(
     limits = output_limits(
         source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len
     )
-    if beam_size == 1:  # greedy_decode's loop, without its door
-        with torch.no_grad(), evaluating(model):
-            state = _start(model, src, True)
-            return greedy_steps(state, torch.tensor(limits, device=src.device))
+    if beam_size == 1:
+        return _greedy(model, src, limits)
     beams = _beam_search(model, src, beam_size, alpha, 1, limits)
     return [n[0] for n in beams]
