@@ -120,6 +120,25 @@ def test_weights_saved_without_their_config_are_refused_and_a_max_len_below_the_
         load_checkpoint(model)
 
 
+def test_one_load_reads_the_weights_header_once(monkeypatch):
+    """The checks before the load and the digests after it share the header that
+    check_stored_weights read (the file itself is read twice: loaded, and hashed)."""
+    import safetensors
+    import transformer.engine.digests as digests
+    import transformer.engine.model_files as model_files
+
+    opened = []
+
+    def counting(path, *args, **kwargs):
+        opened.append(str(path))
+        return safetensors.safe_open(path, *args, **kwargs)
+
+    for module in (model_files, digests):
+        monkeypatch.setattr(module, "safe_open", counting)
+    load_checkpoint(models_dir() / "multi30k-de-en")
+    assert len(opened) == 1, opened
+
+
 def test_the_shipped_models_carry_the_config_they_were_saved_with():
     from safetensors import safe_open
 

@@ -164,3 +164,28 @@ def test_a_setting_built_in_python_is_checked_strictly():
     ):
         with pytest.raises(ConfigError, match=message):
             dataclasses.replace(config, **change)
+
+
+def test_a_config_file_is_checked_once_and_a_config_built_in_python_too(monkeypatch):
+    """pydantic checks every setting of a file as it reads it; `__post_init__` then
+    checks only the rules between settings, not each setting again. A config built
+    in Python is checked in `__post_init__` (the test above)."""
+    from pydantic import TypeAdapter
+
+    from transformer.engine.loading import read_model_config
+
+    checked = []
+    for method in ("validate_json", "validate_python"):
+        original = getattr(TypeAdapter, method)
+
+        def counting(self, *args, _original=original, **kwargs):
+            checked.append(getattr(self._type, "__name__", str(self._type)))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(TypeAdapter, method, counting)
+    TrainConfig.from_toml(TINY)
+    # the file, and the model the run builds from [model] and the vocabulary sizes
+    assert checked == ["TrainConfig", "ModelConfigFields"], checked
+    checked.clear()
+    read_model_config(ROOT / "models" / "multi30k-de-en")
+    assert checked == ["ModelConfig"], checked

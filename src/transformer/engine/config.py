@@ -17,7 +17,6 @@ from pydantic import Field
 from transformer.engine.config_parsing import (
     SET_BY_TOKENIZER,
     STRICT,
-    check_type,
     is_utf8,
     parse_config,
     strict_copy,
@@ -26,7 +25,7 @@ from .corpus_files import MULTI30K_SPLITS
 from ..errors import ConfigError
 from ..files import read_regular_file
 from ..tokenizer import PAD_ID
-from .model_config import ModelConfig
+from .model_config import BUILDING, ModelConfig, check_setting
 
 # %% ../../../notebooks/92_configuration.ipynb #46e28385
 _PIECES = "room beyond pad, unk, bos and eos"
@@ -158,23 +157,26 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
 
     def __post_init__(self):
-        hints = typing.get_type_hints(TrainConfig, include_extras=True)
-        for name in _SECTIONS:  # a table built in Python is checked like a file's
-            table = getattr(self, name)
-            if isinstance(table, hints[name]):
-                table = dataclasses.asdict(table)
-            object.__setattr__(self, name, parse_config(hints[name], table, name))
-        # TrainConfig(seed="0") in Python, where no parser has looked yet; a
-        # pathlib.Path is kept as its text, as a table's paths are
-        for f in dataclasses.fields(self):
-            if f.name not in _SECTIONS:
-                value = getattr(self, f.name)
-                if isinstance(value, os.PathLike):
-                    value = os.fspath(value)
-                object.__setattr__(
-                    self, f.name, check_type(value, hints[f.name], f.name)
-                )
+        # read from a table by parse_config, each setting is checked already
+        if BUILDING.get() is not TrainConfig:
+            self._check_settings()
         self.validate()
+
+    def _check_settings(self) -> None:
+        """A config built in Python (`TrainConfig(seed="0")`, `dataclasses.replace`)
+        checked as a file's would be: each table, then each top-level setting (a
+        pathlib.Path is kept as its text, as a table's paths are)."""
+        hints = typing.get_type_hints(TrainConfig, include_extras=True)
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in _SECTIONS:
+                if isinstance(value, hints[f.name]):
+                    value = dataclasses.asdict(value)
+                value = parse_config(hints[f.name], value, f.name)
+            else:
+                value = os.fspath(value) if isinstance(value, os.PathLike) else value
+                value = check_setting(value, hints[f.name], f.name)
+            object.__setattr__(self, f.name, value)
 
     def validate(self) -> None:
         """Reject settings that contradict each other, with the reason and the fix (a
@@ -343,10 +345,8 @@ class TrainConfig:
             raise ConfigError(f"a config in JSON is text, got {type(text).__name__}")
         try:
             data = json.loads(text)
-        except (
-            ValueError,
-            RecursionError,
-        ) as e:  # not JSON; an integer of thousands of digits
+        # not JSON; an integer of thousands of digits
+        except (ValueError, RecursionError) as e:
             raise ConfigError(
                 f"not valid JSON: {type(e).__name__}: {str(e)[:80]}"
             ) from None

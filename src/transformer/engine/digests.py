@@ -102,19 +102,22 @@ def check_digests(
             )
 
 # %% ../../../notebooks/93_checkpoints.ipynb #18db5ca1
-def saved_format(folder: Path) -> int:
+def saved_format(folder: Path, metadata: dict | None = None) -> int:
     """The model format `folder` was saved in: the larger of what model_config.json
     says and what the weights' metadata says (written into model.safetensors at save,
-    so that editing the JSON cannot turn the digests off); 1 if neither tells."""
+    so that editing the JSON cannot turn the digests off); 1 if neither tells.
+    `metadata`: the weights', where the caller has read their header."""
     said = [1]
     try:
         said.append(json.loads((folder / "model_config.json").read_bytes())["format"])
     except (OSError, ValueError, TypeError, KeyError):
         pass
     try:
-        check_regular_file(folder / "model.safetensors", error=OSError)
-        with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
-            said.append(json.loads((f.metadata() or {})["format"]))
+        if metadata is None:
+            check_regular_file(folder / "model.safetensors", error=OSError)
+            with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+                metadata = f.metadata() or {}
+        said.append(json.loads(metadata["format"]))
     except Exception:  # missing, damaged or older weights: their own checks say so
         pass
     return max(n for n in said if type(n) is int)

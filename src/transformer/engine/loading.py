@@ -23,7 +23,7 @@ from transformer.errors import (
 )
 from ..files import read_regular_file
 from .decoding_file import read_decoding
-from .digests import check_digests
+from .digests import check_digests, saved_format
 from ..memory import check_device
 from .model_config import ModelConfig, build_model
 from transformer.engine.model_files import (
@@ -263,7 +263,8 @@ def load_checkpoint(
     directory = resolve_checkpoint(path, pointer)
     model_config = read_model_config(directory)
     train_config = read_train_config(directory)
-    check_stored_weights(directory, model_config)
+    # the weights' header, read once for the checks and the load
+    header = check_stored_weights(directory, model_config)
     src_tok, tgt_tok = load_tokenizers(directory, shared=train_config.data.shared_vocab)
     for tok, side, size in (
         (src_tok, "source", model_config.src_vocab_size),
@@ -275,10 +276,11 @@ def load_checkpoint(
                 f"gives the {side} vocabulary {size}: it is not the tokenizer these "
                 "weights were trained with; copy the one saved with them"
             )
-    check_saved_configs(directory, model_config, train_config, device)
+    check_saved_configs(directory, model_config, train_config, device, header)
     model = build_model(model_config)
-    load_weights(model, directory / "model.safetensors", device)
-    check_digests(directory)  # last: the other checks say more about what is wrong
+    load_weights(model, header.path, device, header)
+    # last: the other checks say more about what is wrong
+    check_digests(directory, required=saved_format(directory, header.metadata) >= 2)
     decoding = read_decoding(directory, model_config.tgt_vocab_size)
     model = model.to(device).eval()
     return Checkpoint(model, src_tok, tgt_tok, train_config, directory, decoding)
