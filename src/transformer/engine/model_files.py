@@ -116,15 +116,14 @@ def _sizes_in(stored: dict) -> dict[str, int]:
         )
         for part in ("encoder", "decoder")
     }
-    tied = (
-        "generator.weight",
-        "tgt_embed.embedding.weight",
-    )  # one tensor under one of its names when tied
+    # one tensor under one of its names when tied
+    tied = ("generator.weight", "tgt_embed.embedding.weight")
+    # the source embedding is absent when shared
     for size, names, dim in (
         ("d_model", tied, 1),
         ("tgt_vocab_size", tied, 0),
         ("src_vocab_size", ("src_embed.embedding.weight",), 0),
-    ):  # absent when shared
+    ):
         name = next((n for n in names if n in stored and len(stored[n][1]) > dim), None)
         if name is not None:
             sizes[size] = stored[name][1][dim]
