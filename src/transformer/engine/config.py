@@ -56,8 +56,8 @@ class DataConfig:
     # fetch a missing Multi30k/Tatoeba file (checksummed) into the cache
     download: bool = True
     # "parallel": [src, tgt]; "tsv": [path]
-    train_files: list[str] = field(default_factory=list)
-    valid_files: list[str] = field(default_factory=list)
+    train_files: tuple[str, ...] = ()
+    valid_files: tuple[str, ...] = ()
     train_split: str = "train"
     valid_split: str = "val"
     # 0: the whole split; otherwise its first N pairs

@@ -72,10 +72,9 @@ def _locate(cls, loc: tuple, prefix: str = "") -> tuple[str, object]:
     for part in loc:
         if isinstance(part, int):
             args = typing.get_args(tp)
-            where, tp = (
-                f"{where}[{part}]",
-                args[0] if typing.get_origin(tp) is list else args[part],
-            )
+            # list[str] and tuple[str, ...] hold one type, tuple[float, float] one each
+            variadic = typing.get_origin(tp) is list or args[-1] is Ellipsis
+            where, tp = f"{where}[{part}]", args[0] if variadic else args[part]
         elif dataclasses.is_dataclass(tp) and part in typing.get_type_hints(
             tp, include_extras=True
         ):

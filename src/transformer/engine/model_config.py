@@ -186,7 +186,8 @@ def kind_of(tp) -> str:
     if origin in (typing.Union, types.UnionType):
         return " | ".join(kind_of(a) for a in args)
     if args:
-        return f"{origin.__name__}[{', '.join(kind_of(a) for a in args)}]"
+        inner = ", ".join("..." if a is Ellipsis else kind_of(a) for a in args)
+        return f"{origin.__name__}[{inner}]"
     return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
 
 
