@@ -1,5 +1,6 @@
-"""Translations for chapter 13's paired tests: the shipped models' validation split under every search
-setting of their selection table.
+"""Translations for chapter 13's paired tests: the shipped models' validation split under the search
+settings of SETTINGS, eight of the nine of their selection table (beams 6 and 8 with alpha 0.6 are not
+among them).
 
     python tools/paired_translations.py               # 10 to 15 min on one thread
 
@@ -7,8 +8,8 @@ A paired test compares two systems' translations of the *same* sentences (chapte
 `paired_bleu_test`). The selection tables in `models/*/selection.json` keep only each row's BLEU, so
 this script produces the translations once and writes them to
 `notebooks/results/13_paired_translations.json`, which chapter 13 reads: for each shipped model, its
-validation split decoded greedily and by beam search with the beam sizes and length penalties of its
-selection table (the shipped averaged weights, which are the weights those rows measured), with the
+validation split decoded greedily and by beam search with those beam sizes and length penalties
+(the shipped averaged weights, which are the weights those rows measured), with the
 BLEU that selection.json recorded for each row. (The glossary experiment keeps its own translations,
 before and after, in models/tatoeba-en-zh/experiments/glossary.json.)
 
