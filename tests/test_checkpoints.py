@@ -190,3 +190,17 @@ def test_model_config_json_says_its_format_and_a_later_format_is_refused_in_one_
         path.write_text(json.dumps({**written, "format": version}))
         with pytest.raises(CheckpointError, match="the format must be an integer"):
             load_checkpoint(modern_folder)
+
+
+def test_load_weights_checks_the_header_it_is_given(tmp_path):
+    """A header read by the caller (`read_stored_weights`, unchecked) is checked
+    before the load: integer weights are refused, not cast to float."""
+    import torch
+
+    from transformer.engine.model_files import load_weights, read_stored_weights
+
+    model = build_model(ModelConfig(**shipped_settings()))
+    state = {k: v.to(torch.int32) for k, v in model.state_dict().items()}
+    save_file({k: v.contiguous() for k, v in state.items()}, tmp_path / "w.safetensors")
+    with pytest.raises(CheckpointError, match="is stored as I32"):
+        load_weights(model, read_stored_weights(tmp_path / "w.safetensors"))

@@ -157,8 +157,9 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
 
     def __post_init__(self):
-        # read from a table by parse_config, each setting is checked already
-        if BUILDING.get() is not TrainConfig:
+        if BUILDING.get() is TrainConfig:  # built by parse_config, from a checked table
+            BUILDING.set(None)
+        else:
             self._check_settings()
         self.validate()
 

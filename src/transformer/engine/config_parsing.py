@@ -153,9 +153,9 @@ def parse_config(cls, data, where: str = ""):
     Each setting is checked once, here: `cls.__post_init__` sees `BUILDING` and
     checks only the rules between settings.
     """
+    text = json.dumps(data, default=str)
     building = BUILDING.set(cls)
     try:
-        text = json.dumps(data, default=str)
         return type_adapter(cls).validate_json(text, strict=True)
     except ValidationError as err:
         raise _config_error(err, cls, where) from None

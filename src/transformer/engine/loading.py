@@ -320,9 +320,9 @@ def load_checkpoint(
                 f"gives the {side} vocabulary {size}: it is not the tokenizer these "
                 "weights were trained with; copy the one saved with them"
             )
-    check_saved_configs(directory, model_config, train_config, device, header)
+    check_saved_configs(header, model_config, train_config, device)
     model = build_model(model_config)
-    load_weights(model, header.path, device, header)
+    load_weights(model, header, device)
     # last: the other checks say more about what is wrong
     check_digests(directory, required=saved_format(directory, header.metadata) >= 2)
     decoding = read_decoding(directory, model_config.tgt_vocab_size)

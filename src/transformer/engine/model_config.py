@@ -30,11 +30,9 @@ AtLeastOne = Annotated[int, Field(ge=1)]
 AtLeastZero = Annotated[int, Field(ge=0)]
 
 # The config class that `parse_config` is building from a table pydantic checked as
-# it read it: that class's `__post_init__` does not check each setting again.
-BUILDING = contextvars.ContextVar("BUILDING", default=None)
-
-# The config class that `parse_config` is building from a table pydantic checked as
-# it read it: that class's `__post_init__` does not check each setting again.
+# it read it: the one object of that class it builds takes the mark off in its
+# `__post_init__` and does not check each setting again. (Here, below the parser,
+# because ModelConfig reads it; a ContextVar, so each thread has its own.)
 BUILDING = contextvars.ContextVar("BUILDING", default=None)
 
 
@@ -71,7 +69,9 @@ class ModelConfig:
     source_mask: Literal["causal", "prefix"] = "causal"
 
     def __post_init__(self):
-        if BUILDING.get() is not ModelConfig:  # built in Python: check each setting
+        if BUILDING.get() is ModelConfig:  # built by parse_config, from a checked table
+            BUILDING.set(None)
+        else:  # built in Python: check each setting
             _check_settings(self)
         try:
             _check_together(self)
@@ -185,9 +185,10 @@ def kind_of(tp) -> str:
         return f"one of {list(args)}"
     if origin in (typing.Union, types.UnionType):
         return " | ".join(kind_of(a) for a in args)
+    if args and args[-1] is Ellipsis:  # tuple[str, ...]: an array, in a config file
+        return f"list[{kind_of(args[0])}]"
     if args:
-        inner = ", ".join("..." if a is Ellipsis else kind_of(a) for a in args)
-        return f"{origin.__name__}[{inner}]"
+        return f"{origin.__name__}[{', '.join(kind_of(a) for a in args)}]"
     return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
 
 

@@ -92,18 +92,22 @@ def read_stored_weights(path: Path) -> StoredWeights:
                 for k in f.keys()
             }
             return StoredWeights(Path(path), tensors, f.metadata() or {})
-    # gone between finding and reading: a training run pruned it
-    except FileNotFoundError:
-        raise CheckpointError(
+    except (SafetensorError, OSError) as e:
+        raise _unreadable(path, e) from None
+
+
+def _unreadable(path: Path, e: Exception) -> CheckpointError:
+    """The one line for weights that cannot be read: gone (a training run pruned
+    its old checkpoints), or missing, truncated, or not safetensors at all."""
+    if isinstance(e, FileNotFoundError):
+        return CheckpointError(
             f"{path} disappeared while it was read (a training run pruning its "
             "old checkpoints?): try again"
-        ) from None
-    # missing, truncated, or not safetensors at all
-    except (SafetensorError, OSError) as e:
-        raise CheckpointError(
-            f"{path} cannot be read ({e}): the file is damaged or was cut short; "
-            "copy it again, or use another checkpoint"
-        ) from None
+        )
+    return CheckpointError(
+        f"{path} cannot be read ({e}): the file is damaged or was cut short; "
+        "copy it again, or use another checkpoint"
+    )
 
 # %% ../../../notebooks/93_checkpoints.ipynb #9d069b62
 def _sizes_in(stored: dict) -> dict[str, int]:
@@ -153,17 +157,16 @@ def _check_stored(stored: dict, config: ModelConfig, path: Path) -> None:
 # %% ../../../notebooks/93_checkpoints.ipynb #228df417
 def load_weights(
     model: nn.Module,
-    path: Path,
+    weights: Path | StoredWeights,
     device: str | torch.device = "cpu",
-    header: StoredWeights | None = None,
 ) -> None:
     """Load a safetensors file into `model`, after checking that it holds
-    this model's weights, all finite. `header`: the file's, already checked by
-    `check_stored_weights` (else it is read and checked here)."""
-    path = Path(path)
-    if header is None:
-        header = check_stored_weights(path.parent, model.config, path.name)
-    stored = header.tensors
+    this model's weights, all finite. `weights`: the file, or its header where the
+    caller has read it (`read_stored_weights`), which is then not read again."""
+    if not isinstance(weights, StoredWeights):
+        weights = read_stored_weights(weights)
+    path, stored = weights.path, weights.tensors
+    _check_stored(stored, model.config, path)
     expected = model.state_dict()
     differ = [
         n
@@ -185,7 +188,10 @@ def load_weights(
             f"{len(missing)} are missing (the first: {first!r}); copy the "
             "model_config.json that was saved with these weights"
         )
-    load_model(model, str(path), device=str(device))
+    try:
+        load_model(model, str(path), device=str(device))
+    except (SafetensorError, OSError) as e:
+        raise _unreadable(path, e) from None
     state = model.state_dict()
     for name in stored:
         bad = ~torch.isfinite(state[name])
@@ -210,17 +216,17 @@ def check_stored_weights(
 
 # %% ../../../notebooks/93_checkpoints.ipynb #39aa95f9
 def check_saved_configs(
-    directory: Path,
+    header: StoredWeights,
     config: ModelConfig,
     train_config: TrainConfig,
     device: str | torch.device,
-    header: StoredWeights,
 ) -> None:
     """Refuse a model_config.json edited after the weights were saved (they carry a
     copy of it in their metadata), weights without that copy, a train_config.json that
     describes another model or other languages, and a model this machine cannot hold,
-    before anything is allocated. `header`: the weights' (`check_stored_weights`)."""
-    path, metadata = header.path, header.metadata
+    before anything is allocated. `header`: the weights' (`check_stored_weights`),
+    beside model_config.json and train_config.json."""
+    path, metadata, directory = header.path, header.metadata, header.path.parent
     saved = metadata.get("model_config")
     if saved is None:
         raise CheckpointError(
