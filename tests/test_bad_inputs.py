@@ -3141,6 +3141,21 @@ def test_an_os_error_is_one_line_only_when_it_is_about_a_path_the_user_named(
             run_main(argv, None, capsys, monkeypatch)
 
 
+def old_mac_tsv(work: Path, run: Path) -> list:
+    """A TSV corpus whose 300 lines end in "\\r" alone: read at "\\n", one pair."""
+    tsv = work / "mac.tsv"
+    tsv.write_bytes(b"".join(b"Hello %d.\tHallo %d.\r" % (i, i) for i in range(300)))
+    names = [str(tsv)]
+    return config_case(
+        data__corpus="tsv", data__train_files=names, data__valid_files=names
+    )(work, run)
+
+
+TRAIN_CASES += [  # the fifth trial (issue 54)
+    ("a TSV corpus with old Mac line endings", old_mac_tsv, "old Mac line endings"),
+]
+
+
 # ---------------------------------------------------------------- every TRAIN_CASES row, the later trials' too
 # (defined last: the rows added with `TRAIN_CASES +=` above are parametrized only if they come before it)
 

@@ -35,7 +35,8 @@ _log = logging.getLogger("transformer.data")
 # %% ../../../notebooks/91_corpora.ipynb #6b3f130e
 def read_lines(path: str | Path) -> list[str]:
     """All lines of a UTF-8 text file (gzip if the name ends in `.gz`), split at
-    `\\n` only, without line endings.
+    `\\n` only, without line endings (a file whose lines end in `\\r` alone, an
+    old Mac file, is refused).
 
     Strict on purpose: alignment between two files is by line number, so the line count
     must not depend on exotic separators, and an encoding problem must name the line
@@ -55,6 +56,12 @@ def read_lines(path: str | Path) -> list[str]:
             f"{path}, line {line}: byte {raw[err.start]:#04x} is not valid UTF-8; "
             "re-encode the file as UTF-8 (for example `iconv -f latin1 -t utf-8`)"
         ) from None
+    # "\r" alone ends a line only in old Mac files: read at "\n", they would be one line
+    if text.count("\r") - text.count("\r\n") > text.count("\n"):
+        raise CorpusFormatError(
+            f"{path} has old Mac line endings (\\r alone): convert them to \\n, "
+            f"e.g. tr '\\r' '\\n' < {path.name} > fixed.txt"
+        )
     lines = text.removeprefix("\ufeff").split("\n")
     if lines[-1] == "":
         lines.pop()  # the newline that ends the last line does not start a new one
