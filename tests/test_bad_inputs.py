@@ -983,6 +983,22 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         "already holds files: export into a new or empty folder, or pass --replace",
     ),
     (
+        "export-onnx --out inside a file",
+        lambda w, r: (
+            (w / "afile").write_text("x")
+            and ["export-onnx", "--model", r, "--out", w / "afile" / "x"]
+        ),
+        None,
+        "afile is a file, not a folder, so",
+    ),
+    (
+        "export-onnx --out where no folder can be made (/proc)",
+        run_model("export-onnx", "--model", "{model}", "--out", "/proc/x"),
+        None,
+        "cannot write into /proc, where /proc/x would be made (No such file or "
+        "directory): export into a folder you can write to",
+    ),
+    (
         "decoding.json alpha NaN",
         decoding_json('{"beam_size": 4, "alpha": NaN}'),
         None,
@@ -2205,6 +2221,13 @@ def api_cases(ckpt, onnx_dir: Path | None):
                 "threads=2.5 must be an integer >= 0",
             ),
             (
+                "OnnxTranslator threads=10**6",
+                lambda: OnnxTranslator(onnx_dir, threads=10**6),
+                InputError,
+                f"threads=1000000 is more than the {os.cpu_count()} CPUs this machine "
+                f"has: give at most {os.cpu_count()}",
+            ),
+            (
                 "OnnxTranslator on a folder that is no export",
                 lambda: OnnxTranslator(ckpt.path),
                 InputError,
@@ -3317,3 +3340,27 @@ def test_standard_input_open_for_writing_only_is_one_line():
     assert result.returncode == 2, result
     assert result.stderr.startswith("error: standard input cannot be read")
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+# ---- The fifth new-user trial (issue 54), the rest of its faults ---------------------
+
+
+def test_an_export_whose_own_folder_beside_out_cannot_be_made_names_out_s_folder(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    """A read-only mount: the export's temporary folder beside --out (a path the user
+    did not name) could not be made, and that was a traceback."""
+    pytest.importorskip("onnx")
+
+    def read_only(*args, dir=None, **kwargs):
+        name = str(Path(dir) / ".onnx.tmp-1-x")
+        raise OSError(errno.EROFS, "Read-only file system", name)
+
+    monkeypatch.setattr("transformer.files.tempfile.mkdtemp", read_only)
+    argv = ["export-onnx", "--model", tiny_run, "--out", tmp_path / "onnx"]
+    assert_one_line_error(
+        *run_main(argv, None, capsys, monkeypatch),
+        f"cannot write into {tmp_path}, where {tmp_path / 'onnx'} would be made "
+        "(Read-only file system): export into a folder you can write to",
+    )
+    assert not (tmp_path / "onnx").exists()

@@ -6,6 +6,7 @@ __all__ = ['OnnxTranslator']
 # %% ../../../notebooks/96_onnx.ipynb #57d4f60b
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +139,11 @@ class OnnxTranslator:
             raise InputError(
                 f"threads={threads!r} must be an integer >= 0 (0: as many as "
                 "onnxruntime chooses)"
+            )
+        if threads > (cpus := os.cpu_count() or 1):
+            raise InputError(
+                f"threads={threads} is more than the {cpus} CPUs this machine has: "
+                f"give at most {cpus} (0: as many as onnxruntime chooses)"
             )
         d = Path(directory)
         self.meta = _read_export(d)
