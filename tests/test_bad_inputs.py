@@ -3364,3 +3364,35 @@ def test_an_export_whose_own_folder_beside_out_cannot_be_made_names_out_s_folder
         "(Read-only file system): export into a folder you can write to",
     )
     assert not (tmp_path / "onnx").exists()
+
+
+def test_a_resume_in_a_run_folder_that_cannot_be_written_names_it_and_what_to_do(
+    tmp_path, monkeypatch, capsys
+):
+    """A read-only run folder: the resume named `.metrics.csv.<random>.part` and gave
+    no advice. (The folder is made read-only by refusing every open for writing in it,
+    as a read-only mount does, whoever runs the test.)"""
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    train = ["train", "--config", config, "--no-progress"]
+    assert run_main(train + ["--max-steps", "2"], None, capsys, monkeypatch)[0] == 0
+    out, real_open = tmp_path / "out", os.open
+    before = listing(out)
+
+    def read_only_open(path, flags, *args, **kwargs):
+        writes = flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+        if writes and not isinstance(path, int):
+            name = Path(os.path.abspath(os.fsdecode(path)))
+            if name == out or out in name.parents:
+                raise OSError(errno.EROFS, "Read-only file system", os.fsdecode(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only_open)
+    assert_one_line_error(
+        *run_main(train + ["--resume"], None, capsys, monkeypatch),
+        f"out_dir={out}: {out} cannot be written (Read-only file system), and the run "
+        f"writes metrics.csv and its checkpoints there: make it writable (chmod -R u+w "
+        f"{out}), or copy the run to a folder you can write to and give that as "
+        "--out-dir",
+    )
+    monkeypatch.undo()
+    assert listing(out) == before
