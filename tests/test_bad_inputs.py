@@ -2716,7 +2716,7 @@ FULL_DISK_CASES = [  # (id, what fills the disk, command, phrase)
     ),
     (
         "evaluate's translations",
-        "transformer.engine.evaluate.atomic_write_bytes",
+        "transformer.engine.evaluate.atomic_files",
         "evaluate",
         "no file there was changed (each is written whole or not at all); free some "
         "space, or give --out-dir on another disk, then run the same command again",
@@ -3345,6 +3345,19 @@ def test_standard_input_open_for_writing_only_is_one_line():
 # ---- The fifth new-user trial (issue 54), the rest of its faults ---------------------
 
 
+def fails_at_call(n: int, real, error: OSError):
+    """`real`, except that its `n`-th call raises `error`."""
+    calls = []
+
+    def fake(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == n:
+            raise error
+        return real(*args, **kwargs)
+
+    return fake
+
+
 def test_an_export_whose_own_folder_beside_out_cannot_be_made_names_out_s_folder(
     tiny_run, tmp_path, monkeypatch, capsys
 ):
@@ -3364,6 +3377,58 @@ def test_an_export_whose_own_folder_beside_out_cannot_be_made_names_out_s_folder
         "(Read-only file system): export into a folder you can write to",
     )
     assert not (tmp_path / "onnx").exists()
+
+
+def test_evaluate_writes_its_two_files_as_a_pair_and_its_full_disk_line_is_true(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    """<split>.hyp and <split>.json were two separate writes: a disk that filled
+    between them left a new .hyp beside the old .json, under a line that said no file
+    was changed. Now val.json names the digest of the val.hyp it scores, a full disk
+    changes neither, and a rename that fails between them is said as it is."""
+    import hashlib
+
+    out = tmp_path / "eval"
+    argv = ["evaluate", "--model", tiny_run, "--split", "val", "--limit", "2"]
+    argv += ["--out-dir", out]
+    assert run_main(argv, None, capsys, monkeypatch)[0] == 0
+    report = json.loads((out / "val.json").read_text())
+    digest = hashlib.sha256((out / "val.hyp").read_bytes()).hexdigest()
+    assert report["hyp_sha256"] == digest
+    before = listing(out)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    with monkeypatch.context() as m:  # the disk fills as val.json is synced
+        m.setattr(os, "fsync", fails_at_call(2, os.fsync, full))
+        status, stdout, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(status, stdout, err, "no file there was changed")
+    assert listing(out) == before
+    with monkeypatch.context() as m:  # val.hyp renamed, then val.json's rename fails
+        m.setattr(os, "replace", fails_at_call(2, os.replace, full))
+        status, stdout, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(
+        status,
+        stdout,
+        err,
+        "val.hyp is new, but val.json could not replace the old one, which may score "
+        "other translations; free some space, then run the same command again",
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["val.hyp", "val.json"]
+
+
+def test_train_with_standard_output_closed_stops_before_it_trains(tmp_path):
+    """`transformer train ... >&-` trained to the end, then could not say so."""
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-m", "transformer", "train", "--config", config],
+        preexec_fn=lambda: os.close(1),
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and result.stderr == (
+        "error: standard output is closed: redirect it to a file instead (> out.txt)\n"
+    ), result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_resume_in_a_run_folder_that_cannot_be_written_names_it_and_what_to_do(
