@@ -3461,3 +3461,190 @@ def test_a_resume_in_a_run_folder_that_cannot_be_written_names_it_and_what_to_do
     )
     monkeypatch.undo()
     assert listing(out) == before
+
+
+def chapter_door_cases():
+    """(id, call, error, phrase): the chapters' public functions, called as a reader
+    calls them, refuse with the package's errors (an `InputError` is still a
+    `ValueError`, an `InputTypeError` a `TypeError`, so callers that catch those
+    still catch them)."""
+    from transformer.attention_cost import key_value_heads, kv_cache_bytes
+    from transformer.averaging import average_weights
+    from transformer.blocks import layer_stack
+    from transformer.data import TokenBudgetBatchSampler, collate
+    from transformer.embedding import sinusoidal_positional_encoding
+    from transformer.engine.corpora import load_multi30k, load_tatoeba, split_pairs
+    from transformer.engine.corpora import load_tsv
+    from transformer.engine.model_config import ModelConfig
+    from transformer.errors import InputTypeError
+    from transformer.evaluation import corpus_bleu, corpus_chrf
+    from transformer.loss import label_smoothed_loss
+    from transformer.masking import causal_mask, padding_mask
+    from transformer.model import Transformer
+    from transformer.modern import rotary_angles
+    from transformer.multihead import MultiHeadAttention
+
+    logits, target = torch.randn(1, 2, 5), torch.tensor([[1, 2]])
+    cases = [
+        (
+            "MultiHeadAttention(10, 3)",
+            lambda: MultiHeadAttention(10, 3),
+            InputError,
+            "d_model=10 is not divisible by num_heads=3",
+        ),
+        (
+            "causal_mask(-1)",
+            lambda: causal_mask(-1),
+            InputError,
+            "T=-1: a sequence length cannot be negative",
+        ),
+        (
+            "padding_mask of one sentence",
+            lambda: padding_mask(target[0], 0),
+            InputError,
+            "tokens must have shape (B, S)",
+        ),
+        (
+            "a sinusoid of odd width",
+            lambda: sinusoidal_positional_encoding(8, 7),
+            InputError,
+            "must be a positive even number",
+        ),
+        (
+            "a stack of no layers",
+            lambda: layer_stack(lambda: torch.nn.Identity(), 0),
+            InputError,
+            "a stack needs at least one layer",
+        ),
+        (
+            "label smoothing 1",
+            lambda: label_smoothed_loss(logits, target, 1.0),
+            InputError,
+            "smoothing=1.0 must be in [0, 1)",
+        ),
+        (
+            "average_weights([])",
+            lambda: average_weights([]),
+            InputError,
+            "no checkpoints to average",
+        ),
+        ("collate([])", lambda: collate([], 0), InputError, "empty batch"),
+        (
+            "max_tokens=0",
+            lambda: TokenBudgetBatchSampler([3], 0),
+            InputError,
+            "max_tokens=0 must be positive",
+        ),
+        (
+            "rotary pairs of an odd width",
+            lambda: rotary_angles(8, 3),
+            InputError,
+            "rotate pairs of dimensions",
+        ),
+        (
+            "key_value_heads(8, 3)",
+            lambda: key_value_heads(8, 3),
+            InputError,
+            "must divide num_heads",
+        ),
+        (
+            "kv_cache_bytes of a negative length",
+            lambda: kv_cache_bytes(ModelConfig(30, 30), -5, 7),
+            InputError,
+            "target_len=-5 must be an integer >= 0",
+        ),
+        (
+            "load_tsv, one column twice",
+            lambda: load_tsv("x.tsv", 1, 1),
+            InputError,
+            "must be two different columns",
+        ),
+        (
+            "load_multi30k('test')",
+            lambda: load_multi30k("test"),
+            InputError,
+            "unknown Multi30k split 'test'",
+        ),
+        (
+            "load_tatoeba('dev')",
+            lambda: load_tatoeba("dev"),
+            InputError,
+            "unknown Tatoeba split 'dev'",
+        ),
+        (
+            "split_pairs, all held out",
+            lambda: split_pairs([], 0, 0.5, 0.5),
+            InputError,
+            "must be >= 0 and sum to < 1",
+        ),
+        (
+            "corpus_bleu([], [])",
+            lambda: corpus_bleu([], []),
+            InputError,
+            "hypotheses and references are empty: nothing to score",
+        ),
+        (
+            "corpus_bleu of two strings",
+            lambda: corpus_bleu("abc", "abc"),
+            InputTypeError,
+            "hypotheses must be a list of strings, got str",
+        ),
+        (
+            "corpus_chrf, references a string",
+            lambda: corpus_chrf(["a"], "a"),
+            InputTypeError,
+            "references must be a list of strings, got str",
+        ),
+        (
+            "corpus_bleu of a number",
+            lambda: corpus_bleu([3], ["a"]),
+            InputTypeError,
+            "hypotheses[0] is int, not a str",
+        ),
+        (
+            "corpus_bleu, a reference that is a number",
+            lambda: corpus_bleu(["a"], [3]),
+            InputError,
+            "or a non-empty list of them per sentence",
+        ),
+        (
+            "Transformer(ModelConfig) without its parts",
+            lambda: Transformer(ModelConfig(30, 30)),
+            InputTypeError,
+            "a ModelConfig chooses the model's parts",
+        ),
+    ]
+    if importlib.util.find_spec("onnxruntime"):
+        from transformer import OnnxTranslator
+
+        cases.append(
+            (
+                "OnnxTranslator(None)",
+                lambda: OnnxTranslator(None),
+                InputTypeError,
+                "directory must be the path of a folder",
+            )
+        )
+    return cases
+
+
+@pytest.mark.parametrize("case", [c[0] for c in chapter_door_cases()])
+def test_a_chapter_s_public_function_refuses_with_the_packages_errors(case):
+    from transformer.errors import InputTypeError
+
+    _, call, error, phrase = next(c for c in chapter_door_cases() if c[0] == case)
+    with pytest.raises(error) as refused:
+        call()
+    assert phrase in str(refused.value) and "\n" not in str(refused.value)
+    assert isinstance(
+        refused.value, TypeError if error is InputTypeError else ValueError
+    )
+
+
+def test_corpus_bleu_takes_any_iterable_of_strings_as_a_list():
+    """A generator of hypotheses was a TypeError from len(): it is read as a list."""
+    from transformer.evaluation import corpus_bleu, corpus_chrf
+
+    hyps, refs = ["A dog runs in the snow ."], ["A dog runs in the snow ."]
+    for score in (corpus_bleu, corpus_chrf):
+        assert score(iter(hyps), (r for r in refs)) == score(hyps, refs)

@@ -12,6 +12,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from .errors import InputError
 from .checks import check_sampling
 from .decoding import MAX_LEN_A, MAX_LEN_B, Hypothesis, greedy_decode
 from .embedding import TokenEmbedding
@@ -138,7 +139,7 @@ class DecoderOnly(nn.Module):
         `tgt_mask` is None (the new tokens are not padding)."""
         S = src_mask.shape[-1]
         if cache is not None and cache.length < S:
-            raise ValueError(
+            raise InputError(
                 "start the cache with model.new_cache(memory): it holds the source's "
                 "keys and values, which the target's follow"
             )
@@ -168,7 +169,7 @@ class DecoderOnly(nn.Module):
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """(B, S) source ids, (B, T) target ids (BOS first) -> logits (B, T, |V|)."""
         if src.dim() != 2 or tgt.dim() != 2 or src.shape[0] != tgt.shape[0]:
-            raise ValueError(
+            raise InputError(
                 "expected src (B, S) and tgt (B, T) with the same B, "
                 f"got {tuple(src.shape)} and {tuple(tgt.shape)}"
             )

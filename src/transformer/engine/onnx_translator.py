@@ -18,7 +18,7 @@ from ..decoding import BATCH_SIZE, greedy_steps, output_limits
 from ..translation import length_batches, pad_rows
 from .digests import check_digests
 from .onnx_export import EXPORTED, FORMAT
-from ..errors import InputError
+from ..errors import InputError, InputTypeError
 from ..files import read_regular_file
 
 _META_KEYS = (
@@ -144,6 +144,11 @@ class OnnxTranslator:
             raise InputError(
                 f"threads={threads} is more than the {cpus} CPUs this machine has: "
                 f"give at most {cpus} (0: as many as onnxruntime chooses)"
+            )
+        if not isinstance(directory, (str, os.PathLike)):
+            raise InputTypeError(
+                "directory must be the path of a folder export_onnx wrote, got "
+                f"{type(directory).__name__}"
             )
         d = Path(directory)
         self.meta = _read_export(d)
