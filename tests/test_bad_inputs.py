@@ -983,6 +983,22 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         "already holds files: export into a new or empty folder, or pass --replace",
     ),
     (
+        "export-onnx --out inside a file",
+        lambda w, r: (
+            (w / "afile").write_text("x")
+            and ["export-onnx", "--model", r, "--out", w / "afile" / "x"]
+        ),
+        None,
+        "afile is a file, not a folder, so",
+    ),
+    (
+        "export-onnx --out where no folder can be made (/proc)",
+        run_model("export-onnx", "--model", "{model}", "--out", "/proc/x"),
+        None,
+        "cannot write into /proc, where /proc/x would be made (No such file or "
+        "directory): export into a folder you can write to",
+    ),
+    (
         "decoding.json alpha NaN",
         decoding_json('{"beam_size": 4, "alpha": NaN}'),
         None,
@@ -2205,6 +2221,13 @@ def api_cases(ckpt, onnx_dir: Path | None):
                 "threads=2.5 must be an integer >= 0",
             ),
             (
+                "OnnxTranslator threads=10**6",
+                lambda: OnnxTranslator(onnx_dir, threads=10**6),
+                InputError,
+                f"threads=1000000 is more than the {os.cpu_count()} CPUs this machine "
+                f"has: give at most {os.cpu_count()}",
+            ),
+            (
                 "OnnxTranslator on a folder that is no export",
                 lambda: OnnxTranslator(ckpt.path),
                 InputError,
@@ -2693,7 +2716,7 @@ FULL_DISK_CASES = [  # (id, what fills the disk, command, phrase)
     ),
     (
         "evaluate's translations",
-        "transformer.engine.evaluate.atomic_write_bytes",
+        "transformer.engine.evaluate.atomic_files",
         "evaluate",
         "no file there was changed (each is written whole or not at all); free some "
         "space, or give --out-dir on another disk, then run the same command again",
@@ -3141,6 +3164,21 @@ def test_an_os_error_is_one_line_only_when_it_is_about_a_path_the_user_named(
             run_main(argv, None, capsys, monkeypatch)
 
 
+def old_mac_tsv(work: Path, run: Path) -> list:
+    """A TSV corpus whose 300 lines end in "\\r" alone: read at "\\n", one pair."""
+    tsv = work / "mac.tsv"
+    tsv.write_bytes(b"".join(b"Hello %d.\tHallo %d.\r" % (i, i) for i in range(300)))
+    names = [str(tsv)]
+    return config_case(
+        data__corpus="tsv", data__train_files=names, data__valid_files=names
+    )(work, run)
+
+
+TRAIN_CASES += [  # the fifth trial (issue 54)
+    ("a TSV corpus with old Mac line endings", old_mac_tsv, "old Mac line endings"),
+]
+
+
 # ---------------------------------------------------------------- every TRAIN_CASES row, the later trials' too
 # (defined last: the rows added with `TRAIN_CASES +=` above are parametrized only if they come before it)
 
@@ -3302,3 +3340,311 @@ def test_standard_input_open_for_writing_only_is_one_line():
     assert result.returncode == 2, result
     assert result.stderr.startswith("error: standard input cannot be read")
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+# ---- The fifth new-user trial (issue 54), the rest of its faults ---------------------
+
+
+def fails_at_call(n: int, real, error: OSError):
+    """`real`, except that its `n`-th call raises `error`."""
+    calls = []
+
+    def fake(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == n:
+            raise error
+        return real(*args, **kwargs)
+
+    return fake
+
+
+def test_an_export_whose_own_folder_beside_out_cannot_be_made_names_out_s_folder(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    """A read-only mount: the export's temporary folder beside --out (a path the user
+    did not name) could not be made, and that was a traceback."""
+    pytest.importorskip("onnx")
+
+    def read_only(*args, dir=None, **kwargs):
+        name = str(Path(dir) / ".onnx.tmp-1-x")
+        raise OSError(errno.EROFS, "Read-only file system", name)
+
+    monkeypatch.setattr("transformer.files.tempfile.mkdtemp", read_only)
+    argv = ["export-onnx", "--model", tiny_run, "--out", tmp_path / "onnx"]
+    assert_one_line_error(
+        *run_main(argv, None, capsys, monkeypatch),
+        f"cannot write into {tmp_path}, where {tmp_path / 'onnx'} would be made "
+        "(Read-only file system): export into a folder you can write to",
+    )
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_evaluate_writes_its_two_files_as_a_pair_and_its_full_disk_line_is_true(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    """<split>.hyp and <split>.json were two separate writes: a disk that filled
+    between them left a new .hyp beside the old .json, under a line that said no file
+    was changed. Now val.json names the digest of the val.hyp it scores, a full disk
+    changes neither, and a rename that fails between them is said as it is."""
+    import hashlib
+
+    out = tmp_path / "eval"
+    argv = ["evaluate", "--model", tiny_run, "--split", "val", "--limit", "2"]
+    argv += ["--out-dir", out]
+    assert run_main(argv, None, capsys, monkeypatch)[0] == 0
+    report = json.loads((out / "val.json").read_text())
+    digest = hashlib.sha256((out / "val.hyp").read_bytes()).hexdigest()
+    assert report["hyp_sha256"] == digest
+    before = listing(out)
+    full = OSError(errno.ENOSPC, "No space left on device")
+    with monkeypatch.context() as m:  # the disk fills as val.json is synced
+        m.setattr(os, "fsync", fails_at_call(2, os.fsync, full))
+        status, stdout, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(status, stdout, err, "no file there was changed")
+    assert listing(out) == before
+    with monkeypatch.context() as m:  # val.hyp renamed, then val.json's rename fails
+        m.setattr(os, "replace", fails_at_call(2, os.replace, full))
+        status, stdout, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(
+        status,
+        stdout,
+        err,
+        "val.hyp is new, but val.json could not replace the old one, which may score "
+        "other translations; free some space, then run the same command again",
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["val.hyp", "val.json"]
+
+
+def test_train_with_standard_output_closed_stops_before_it_trains(tmp_path):
+    """`transformer train ... >&-` trained to the end, then could not say so."""
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-m", "transformer", "train", "--config", config],
+        preexec_fn=lambda: os.close(1),
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and result.stderr == (
+        "error: standard output is closed: redirect it to a file instead (> out.txt)\n"
+    ), result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_resume_in_a_run_folder_that_cannot_be_written_names_it_and_what_to_do(
+    tmp_path, monkeypatch, capsys
+):
+    """A read-only run folder: the resume named `.metrics.csv.<random>.part` and gave
+    no advice. (The folder is made read-only by refusing every open for writing in it,
+    as a read-only mount does, whoever runs the test.)"""
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    train = ["train", "--config", config, "--no-progress"]
+    assert run_main(train + ["--max-steps", "2"], None, capsys, monkeypatch)[0] == 0
+    out, real_open = tmp_path / "out", os.open
+    before = listing(out)
+
+    def read_only_open(path, flags, *args, **kwargs):
+        writes = flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+        if writes and not isinstance(path, int):
+            name = Path(os.path.abspath(os.fsdecode(path)))
+            if name == out or out in name.parents:
+                raise OSError(errno.EROFS, "Read-only file system", os.fsdecode(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only_open)
+    assert_one_line_error(
+        *run_main(train + ["--resume"], None, capsys, monkeypatch),
+        f"out_dir={out}: {out} cannot be written (Read-only file system), and the run "
+        f"writes metrics.csv and its checkpoints there: make it writable (chmod -R u+w "
+        f"{out}), or copy the run to a folder you can write to and give that as "
+        "--out-dir",
+    )
+    monkeypatch.undo()
+    assert listing(out) == before
+
+
+def chapter_door_cases():
+    """(id, call, error, phrase): the chapters' public functions, called as a reader
+    calls them, refuse with the package's errors (an `InputError` is still a
+    `ValueError`, an `InputTypeError` a `TypeError`, so callers that catch those
+    still catch them)."""
+    from transformer.attention_cost import key_value_heads, kv_cache_bytes
+    from transformer.averaging import average_weights
+    from transformer.blocks import layer_stack
+    from transformer.data import TokenBudgetBatchSampler, collate
+    from transformer.embedding import sinusoidal_positional_encoding
+    from transformer.engine.corpora import load_multi30k, load_tatoeba, split_pairs
+    from transformer.engine.corpora import load_tsv
+    from transformer.engine.model_config import ModelConfig
+    from transformer.errors import InputTypeError
+    from transformer.evaluation import corpus_bleu, corpus_chrf
+    from transformer.loss import label_smoothed_loss
+    from transformer.masking import causal_mask, padding_mask
+    from transformer.model import Transformer
+    from transformer.modern import rotary_angles
+    from transformer.multihead import MultiHeadAttention
+
+    logits, target = torch.randn(1, 2, 5), torch.tensor([[1, 2]])
+    cases = [
+        (
+            "MultiHeadAttention(10, 3)",
+            lambda: MultiHeadAttention(10, 3),
+            InputError,
+            "d_model=10 is not divisible by num_heads=3",
+        ),
+        (
+            "causal_mask(-1)",
+            lambda: causal_mask(-1),
+            InputError,
+            "T=-1: a sequence length cannot be negative",
+        ),
+        (
+            "padding_mask of one sentence",
+            lambda: padding_mask(target[0], 0),
+            InputError,
+            "tokens must have shape (B, S)",
+        ),
+        (
+            "a sinusoid of odd width",
+            lambda: sinusoidal_positional_encoding(8, 7),
+            InputError,
+            "must be a positive even number",
+        ),
+        (
+            "a stack of no layers",
+            lambda: layer_stack(lambda: torch.nn.Identity(), 0),
+            InputError,
+            "a stack needs at least one layer",
+        ),
+        (
+            "label smoothing 1",
+            lambda: label_smoothed_loss(logits, target, 1.0),
+            InputError,
+            "smoothing=1.0 must be in [0, 1)",
+        ),
+        (
+            "average_weights([])",
+            lambda: average_weights([]),
+            InputError,
+            "no checkpoints to average",
+        ),
+        ("collate([])", lambda: collate([], 0), InputError, "empty batch"),
+        (
+            "max_tokens=0",
+            lambda: TokenBudgetBatchSampler([3], 0),
+            InputError,
+            "max_tokens=0 must be positive",
+        ),
+        (
+            "rotary pairs of an odd width",
+            lambda: rotary_angles(8, 3),
+            InputError,
+            "rotate pairs of dimensions",
+        ),
+        (
+            "key_value_heads(8, 3)",
+            lambda: key_value_heads(8, 3),
+            InputError,
+            "must divide num_heads",
+        ),
+        (
+            "kv_cache_bytes of a negative length",
+            lambda: kv_cache_bytes(ModelConfig(30, 30), -5, 7),
+            InputError,
+            "target_len=-5 must be an integer >= 0",
+        ),
+        (
+            "load_tsv, one column twice",
+            lambda: load_tsv("x.tsv", 1, 1),
+            InputError,
+            "must be two different columns",
+        ),
+        (
+            "load_multi30k('test')",
+            lambda: load_multi30k("test"),
+            InputError,
+            "unknown Multi30k split 'test'",
+        ),
+        (
+            "load_tatoeba('dev')",
+            lambda: load_tatoeba("dev"),
+            InputError,
+            "unknown Tatoeba split 'dev'",
+        ),
+        (
+            "split_pairs, all held out",
+            lambda: split_pairs([], 0, 0.5, 0.5),
+            InputError,
+            "must be >= 0 and sum to < 1",
+        ),
+        (
+            "corpus_bleu([], [])",
+            lambda: corpus_bleu([], []),
+            InputError,
+            "hypotheses and references are empty: nothing to score",
+        ),
+        (
+            "corpus_bleu of two strings",
+            lambda: corpus_bleu("abc", "abc"),
+            InputTypeError,
+            "hypotheses must be a list of strings, got str",
+        ),
+        (
+            "corpus_chrf, references a string",
+            lambda: corpus_chrf(["a"], "a"),
+            InputTypeError,
+            "references must be a list of strings, got str",
+        ),
+        (
+            "corpus_bleu of a number",
+            lambda: corpus_bleu([3], ["a"]),
+            InputTypeError,
+            "hypotheses[0] is int, not a str",
+        ),
+        (
+            "corpus_bleu, a reference that is a number",
+            lambda: corpus_bleu(["a"], [3]),
+            InputError,
+            "or a non-empty list of them per sentence",
+        ),
+        (
+            "Transformer(ModelConfig) without its parts",
+            lambda: Transformer(ModelConfig(30, 30)),
+            InputTypeError,
+            "a ModelConfig chooses the model's parts",
+        ),
+    ]
+    if importlib.util.find_spec("onnxruntime"):
+        from transformer import OnnxTranslator
+
+        cases.append(
+            (
+                "OnnxTranslator(None)",
+                lambda: OnnxTranslator(None),
+                InputTypeError,
+                "directory must be the path of a folder",
+            )
+        )
+    return cases
+
+
+@pytest.mark.parametrize("case", [c[0] for c in chapter_door_cases()])
+def test_a_chapter_s_public_function_refuses_with_the_packages_errors(case):
+    from transformer.errors import InputTypeError
+
+    _, call, error, phrase = next(c for c in chapter_door_cases() if c[0] == case)
+    with pytest.raises(error) as refused:
+        call()
+    assert phrase in str(refused.value) and "\n" not in str(refused.value)
+    assert isinstance(
+        refused.value, TypeError if error is InputTypeError else ValueError
+    )
+
+
+def test_corpus_bleu_takes_any_iterable_of_strings_as_a_list():
+    """A generator of hypotheses was a TypeError from len(): it is read as a list."""
+    from transformer.evaluation import corpus_bleu, corpus_chrf
+
+    hyps, refs = ["A dog runs in the snow ."], ["A dog runs in the snow ."]
+    for score in (corpus_bleu, corpus_chrf):
+        assert score(iter(hyps), (r for r in refs)) == score(hyps, refs)

@@ -553,6 +553,19 @@ def test_byte_order_mark_and_crlf_are_removed_and_gzip_is_read(tmp_path):
     assert read_lines(tmp_path / "x.txt.gz") == ["Erste Zeile", "Zweite Zeile"]
 
 
+def test_a_file_with_old_mac_line_endings_is_refused_not_read_as_one_line(tmp_path):
+    """300 lines ending in "\\r" alone were one pair; "\\r\\n" and a stray "\\r"
+    inside a line are read as before."""
+    (tmp_path / "mac.tsv").write_bytes(
+        b"".join(b"Hello %d.\tHallo %d.\r" % (i, i) for i in range(300))
+    )
+    with pytest.raises(CorpusFormatError, match="old Mac line endings") as refused:
+        load_tsv(tmp_path / "mac.tsv")
+    assert "tr '\\r' '\\n'" in str(refused.value)
+    (tmp_path / "ok.txt").write_bytes(b"a\rb\r\nc\n")
+    assert read_lines(tmp_path / "ok.txt") == ["a\rb", "c"]
+
+
 def test_broken_gzip_and_missing_file_are_clear_errors(tmp_path):
     (tmp_path / "x.gz").write_bytes(b"not gzip")
     with pytest.raises(CorpusFormatError, match="not a complete gzip file"):

@@ -180,6 +180,21 @@ def test_sampling_is_seeded_and_top_k_one_is_greedy():
     assert [h.tokens for h in sample(m, SRC, top_p=1e-9)] == greedy
 
 
+def test_a_vanishing_temperature_or_top_p_samples_the_most_probable_token():
+    """temperature=1e-45 overflowed the division (every score -inf) and top_p=1e-46
+    underflowed to 0 (no token kept): both were torch's "probability tensor contains
+    inf, nan". As they tend to 0, sampling tends to greedy decoding, and is it."""
+    m = model()
+    greedy = [h.tokens for h in greedy_decode(m, SRC)]
+    for setting in (
+        {"temperature": 1e-45},
+        {"temperature": 1e-30, "top_k": 3},
+        {"top_p": 1e-46},
+        {"temperature": 1e-45, "top_p": 1e-46},
+    ):
+        assert [h.tokens for h in sample(m, SRC, **setting)] == greedy, setting
+
+
 @pytest.mark.parametrize(
     "changes, message",
     [

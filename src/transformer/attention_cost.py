@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
 from .blocks import Parts
-from .checks import check_attention_inputs
+from .checks import check_attention_inputs, is_integer
 from .errors import InputError
 from .modern import RotaryPositions, modern_parts
 from .multihead import MultiHeadAttention, split_heads
@@ -217,6 +217,11 @@ def kv_cache_bytes(
     d_model / num_heads per target token (self-attention) and per source token
     (cross-attention): 2 * N * h_kv * D_h numbers per token.
     """
+    counts = dict(target_len=target_len, source_len=source_len, batch=batch)
+    counts["bytes_per_number"] = bytes_per_number
+    for name, n in counts.items():  # the door: each an integer >= 0
+        if not is_integer(n) or n < 0:
+            raise InputError(f"{name}={n!r} must be an integer >= 0")
     d_head = config.d_model // config.num_heads
     per_token = (
         2
@@ -248,7 +253,7 @@ def key_value_heads(num_heads: int, num_kv_heads: int) -> int:
     """h_kv, the key/value heads of a grouped-query layer: each serves a whole group
     of query heads, so it divides h."""
     if num_kv_heads < 1 or num_heads % num_kv_heads:
-        raise ValueError(
+        raise InputError(
             f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}: "
             "each key/value head serves a whole group of query heads"
         )

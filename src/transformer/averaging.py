@@ -7,19 +7,20 @@ __all__ = ['average_weights']
 from collections.abc import Sequence
 
 from torch import Tensor
+from .errors import InputError
 
 
 def average_weights(state_dicts: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
     """The element-wise mean of the state dicts of n checkpoints of one model, summed in
     float64."""
     if not state_dicts:
-        raise ValueError("no checkpoints to average: give at least one state dict")
+        raise InputError("no checkpoints to average: give at least one state dict")
     names = list(state_dicts[0])
     for other in state_dicts[1:]:
         if list(other) != names or any(
             other[k].shape != state_dicts[0][k].shape for k in names
         ):
-            raise ValueError(
+            raise InputError(
                 "the checkpoints hold different tensors: "
                 "average checkpoints of one run only"
             )

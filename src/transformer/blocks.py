@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .errors import InputError
 from .embedding import PositionalEncoding
 from .multihead import MultiHeadAttention
 
@@ -79,5 +80,5 @@ def layer_stack(make_layer: Callable[[], nn.Module], num_layers: int) -> nn.Modu
     """`num_layers` layers, each a fresh `make_layer()` with weights of its own; a
     stack needs at least one (the decoder's too)."""
     if num_layers < 1:
-        raise ValueError(f"num_layers={num_layers}: a stack needs at least one layer")
+        raise InputError(f"num_layers={num_layers}: a stack needs at least one layer")
     return nn.ModuleList(make_layer() for _ in range(num_layers))

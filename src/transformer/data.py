@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .errors import InputError
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 _log = logging.getLogger("transformer.data")
@@ -35,7 +36,7 @@ class TranslationDataset(torch.utils.data.Dataset):
         max_len: int,
     ):
         if max_len < 2:
-            raise ValueError(
+            raise InputError(
                 f"max_len={max_len} is too small: a target needs at least one token "
                 "plus bos/eos"
             )
@@ -100,16 +101,16 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler):
     ):
         self.lengths = [int(n) for n in lengths]
         if max_tokens < 1:
-            raise ValueError(f"max_tokens={max_tokens} must be positive")
+            raise InputError(f"max_tokens={max_tokens} must be positive")
         if num_replicas < 1 or not 0 <= rank < num_replicas:
-            raise ValueError(
+            raise InputError(
                 f"rank={rank} must be in 0 .. num_replicas - 1 = {num_replicas - 1} (num_replicas >= 1)"
             )
         if self.lengths and min(self.lengths) < 1:
-            raise ValueError(f"lengths must be >= 1, got {min(self.lengths)}")
+            raise InputError(f"lengths must be >= 1, got {min(self.lengths)}")
         longest = max(self.lengths, default=0)
         if longest > max_tokens:
-            raise ValueError(
+            raise InputError(
                 f"an item has {longest} tokens, more than max_tokens={max_tokens}: raise max_tokens to at "
                 f"least {longest} or drop long pairs (TranslationDataset's max_len)"
             )
@@ -226,7 +227,7 @@ def collate(
     Use as `DataLoader(dataset, batch_sampler=sampler, collate_fn=collate)`.
     """
     if not batch:
-        raise ValueError("collate got an empty batch")
+        raise InputError("collate got an empty batch")
     B = len(batch)
     S = max(len(src) for src, _ in batch)
     T = max(len(tgt) for _, tgt in batch) + 1  # one more for bos (in) / eos (out)

@@ -12,6 +12,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from .errors import InputError
 from .checks import check_sampling
 from .decoding import MAX_LEN_A, MAX_LEN_B, Hypothesis, greedy_decode
 from .embedding import TokenEmbedding
@@ -138,7 +139,7 @@ class DecoderOnly(nn.Module):
         `tgt_mask` is None (the new tokens are not padding)."""
         S = src_mask.shape[-1]
         if cache is not None and cache.length < S:
-            raise ValueError(
+            raise InputError(
                 "start the cache with model.new_cache(memory): it holds the source's "
                 "keys and values, which the target's follow"
             )
@@ -168,7 +169,7 @@ class DecoderOnly(nn.Module):
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """(B, S) source ids, (B, T) target ids (BOS first) -> logits (B, T, |V|)."""
         if src.dim() != 2 or tgt.dim() != 2 or src.shape[0] != tgt.shape[0]:
-            raise ValueError(
+            raise InputError(
                 "expected src (B, S) and tgt (B, T) with the same B, "
                 f"got {tuple(src.shape)} and {tuple(tgt.shape)}"
             )
@@ -193,9 +194,13 @@ def sampling_distribution(
     draws from (B, |V|): divided by `temperature` before the softmax, then cut to the
     `top_k` most probable tokens (ties with the k-th kept), then to the fewest most
     probable tokens whose share of what is left reaches `top_p` (the nucleus; ties
-    with the last one kept), then renormalised.
+    with the last one kept), then renormalised. Any temperature > 0 and top_p > 0 is
+    safe: as temperature -> 0 the distribution tends to the most probable token (the
+    log-probabilities less their largest, so no division overflows), and a top_p
+    however small keeps the most probable token.
     """
-    p = (log_probs / temperature).softmax(-1)  # (B, |V|)
+    best = log_probs.amax(-1, keepdim=True)  # (B, 1)
+    p = ((log_probs - best) / temperature).softmax(-1)  # (B, |V|)
     if top_k is not None and top_k < p.shape[-1]:
         kth = p.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
         p = p.masked_fill(p < kth, 0.0)
@@ -204,6 +209,7 @@ def sampling_distribution(
         before = ranked.cumsum(-1) - ranked  # the mass of the more probable tokens
         # a token stays while the ones before it hold less than top_p of what is left
         kept = before < top_p * ranked.sum(-1, keepdim=True)
+        kept[:, 0] = True  # the most probable token, whatever top_p
         # the least probable token kept; every token as probable stays too (ties)
         least = ranked.masked_fill(~kept, math.inf).amin(-1, keepdim=True)  # (B, 1)
         p = p.masked_fill(p < least, 0.0)

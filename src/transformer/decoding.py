@@ -12,6 +12,7 @@ from typing import Any, Callable, Protocol, Sequence
 import torch
 from torch import Tensor, nn
 
+from .errors import InputError
 from transformer.checks import (
     check_beam,
     check_beam_fits,
@@ -126,7 +127,7 @@ class DecoderSteps:
             # (B, |V|): only the last position is used
             return _log_probs(m.generator(h[:, -1]))
         if ys.shape[1] != self.fed + 1:
-            raise ValueError(
+            raise InputError(
                 f"the cache holds {self.fed} target tokens, so ys must have "
                 f"{self.fed + 1} columns, got {ys.shape[1]}"
             )

@@ -8,6 +8,7 @@ import math
 
 import torch
 from torch import Tensor, nn
+from .errors import InputError
 
 # %% ../../notebooks/05_embeddings.ipynb #bd1e9303
 def sinusoidal_positional_encoding(max_len: int, d_model: int) -> Tensor:
@@ -19,13 +20,13 @@ def sinusoidal_positional_encoding(max_len: int, d_model: int) -> Tensor:
     float64, returned as float32.
     """
     if d_model <= 0 or d_model % 2 != 0:
-        raise ValueError(
+        raise InputError(
             f"d_model={d_model} must be a positive even number: each frequency needs "
             "a sine and a cosine dimension "
             f"(try d_model={max(2, d_model + d_model % 2)})"
         )
     if max_len < 0:
-        raise ValueError(f"max_len={max_len} must be >= 0")
+        raise InputError(f"max_len={max_len} must be >= 0")
     if max_len == 0:  # the rules alone (configs ask them): no table of D angles
         return torch.empty(0, d_model)
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
@@ -73,11 +74,11 @@ def table_rows(offset: int | Tensor, length: int, rows: int) -> slice | Tensor:
     else:
         first = last = offset
     if first < 0:
-        raise ValueError(
+        raise InputError(
             f"offset={first} must be >= 0: it is the position of the first token in x"
         )
     if last + length > rows:
-        raise ValueError(
+        raise InputError(
             f"positions up to {last + length - 1} requested but the position table "
             f"stops at {rows - 1}: raise max_len in the config"
         )

@@ -5,10 +5,12 @@ __all__ = ['Score', 'corpus_bleu', 'corpus_chrf', 'group_references']
 
 # %% ../../notebooks/12_evaluation.ipynb #b8fc908f
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
+from .errors import InputError, InputTypeError
 
 # %% ../../notebooks/12_evaluation.ipynb #7189229f
 @dataclass
@@ -33,8 +35,11 @@ def _streams(references: Sequence) -> list[list[str | None]]:
     """
     if all(isinstance(r, str) for r in references):
         return [list(references)]
-    if any(isinstance(r, str) or len(r) == 0 for r in references):
-        raise ValueError(
+    if not all(
+        isinstance(r, (list, tuple)) and r and all(isinstance(x, str) for x in r)
+        for r in references
+    ):
+        raise InputError(
             "give either one reference string per sentence, "
             "or a non-empty list of them per sentence"
         )
@@ -42,12 +47,28 @@ def _streams(references: Sequence) -> list[list[str | None]]:
     return [[r[i] if i < len(r) else None for r in references] for i in range(n)]
 
 
-def _check_aligned(hypotheses: Sequence[str], references: Sequence) -> None:
+def _corpus(hypotheses, references) -> tuple[list[str], list[list[str | None]]]:
+    """The hypotheses as a list and the references as sacreBLEU's streams, each refused
+    with what it must be: lists (or any iterable) of strings, aligned, not empty."""
+    for name, given in (("hypotheses", hypotheses), ("references", references)):
+        if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+            raise InputTypeError(
+                f"{name} must be a list of strings, got {type(given).__name__}: for "
+                "one sentence, pass [sentence]"
+            )
+    hypotheses, references = list(hypotheses), list(references)
+    bad = next((i for i, h in enumerate(hypotheses) if not isinstance(h, str)), None)
+    if bad is not None:
+        kind = type(hypotheses[bad]).__name__
+        raise InputTypeError(f"hypotheses[{bad}] is {kind}, not a str")
     if len(hypotheses) != len(references):
-        raise ValueError(
+        raise InputError(
             f"{len(hypotheses)} hypotheses but {len(references)} references: "
             "they must align line by line"
         )
+    if not hypotheses:
+        raise InputError("hypotheses and references are empty: nothing to score")
+    return hypotheses, _streams(references)
 
 # %% ../../notebooks/12_evaluation.ipynb #a9a342d0
 def corpus_bleu(
@@ -64,9 +85,9 @@ def corpus_bleu(
     tokenize="zh" for Chinese; lowercase=True gives the more lenient variant that some
     older Multi30k tutorials report.
     """
-    _check_aligned(hypotheses, references)
+    hypotheses, streams = _corpus(hypotheses, references)
     metric = BLEU(tokenize=tokenize, lowercase=lowercase)
-    result = metric.corpus_score(list(hypotheses), _streams(references))
+    result = metric.corpus_score(hypotheses, streams)
     return Score(
         "BLEU, lowercased" if lowercase else "BLEU",
         result.score,
@@ -77,9 +98,9 @@ def corpus_bleu(
 def corpus_chrf(hypotheses: Sequence[str], references: Sequence) -> Score:
     """Corpus chrF (character n-gram F-score, sacreBLEU): partial credit for near-miss
     word forms."""
-    _check_aligned(hypotheses, references)
+    hypotheses, streams = _corpus(hypotheses, references)
     metric = CHRF()
-    result = metric.corpus_score(list(hypotheses), _streams(references))
+    result = metric.corpus_score(hypotheses, streams)
     return Score("chrF", result.score, str(metric.get_signature()))
 
 # %% ../../notebooks/12_evaluation.ipynb #cae1b906

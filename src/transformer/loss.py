@@ -6,6 +6,7 @@ __all__ = ['smoothed_targets', 'label_smoothed_loss']
 # %% ../../notebooks/10_training.ipynb #f7366ed8
 import torch
 from torch import Tensor
+from .errors import InputError
 
 # %% ../../notebooks/10_training.ipynb #d0c81c7d
 def smoothed_targets(
@@ -43,7 +44,7 @@ def label_smoothed_loss(
     """
     vocab_size = logits.shape[-1]
     if not 0.0 <= smoothing < 1.0:
-        raise ValueError(f"smoothing={smoothing} must be in [0, 1)")
+        raise InputError(f"smoothing={smoothing} must be in [0, 1)")
     # (B, T, |V|)
     log_p = torch.log_softmax(
         logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1

@@ -6,6 +6,7 @@ __all__ = ['causal_mask', 'padding_mask']
 # %% ../../notebooks/04_masking.ipynb #f08b2c98
 import torch
 from torch import Tensor
+from .errors import InputError
 
 # %% ../../notebooks/04_masking.ipynb #5c63f0a5
 def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
@@ -17,7 +18,7 @@ def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
     using `&`.
     """
     if T < 0:
-        raise ValueError(f"T={T}: a sequence length cannot be negative")
+        raise InputError(f"T={T}: a sequence length cannot be negative")
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T, T)
 
 # %% ../../notebooks/04_masking.ipynb #7694639e
@@ -30,7 +31,7 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     and queries: (B, h, T, S).
     """
     if tokens.dim() != 2:
-        raise ValueError(
+        raise InputError(
             f"tokens must have shape (B, S), got {tuple(tokens.shape)}: "
             "for one sentence use tokens[None]"
         )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from .errors import InputError, InputTypeError
 from .decoder import Decoder
 from .embedding import TokenEmbedding
 from .blocks import PAPER, Parts
@@ -57,7 +58,7 @@ def parts_for(config: TransformerConfig, parts: Parts | None) -> Parts:
     that chooses other parts (the engine's `ModelConfig`) must come with them, or the
     paper's would silently replace what it names."""
     if parts is None and type(config) is not TransformerConfig:
-        raise TypeError(
+        raise InputTypeError(
             f"a {type(config).__name__} chooses the model's parts: build it with "
             "transformer.build_model(config), or pass parts= "
             "(chapter 16's modern_parts)"
@@ -138,7 +139,7 @@ class Transformer(nn.Module):
         """(B, S) source ids, (B, T) target ids (shifted right: they start with BOS)
         -> logits (B, T, |V_tgt|)."""
         if src.dim() != 2 or tgt.dim() != 2 or src.shape[0] != tgt.shape[0]:
-            raise ValueError(
+            raise InputError(
                 "expected src (B, S) and tgt (B, T) with the same B, "
                 f"got {tuple(src.shape)} and {tuple(tgt.shape)}"
             )

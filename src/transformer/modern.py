@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .errors import InputError
 from .embedding import PositionalEncoding, table_rows
 from .blocks import FeedForward, Parts
 from .multihead import MultiHeadAttention, head_width
@@ -42,7 +43,7 @@ def rotary_angles(max_len: int, d_head: int, base: float = ROTARY_BASE) -> Tenso
     """(max_len, d_head / 2) angles p * theta_i, theta_i = base^(-2i / d_head):
     chapter 05's frequencies for a width of d_head."""
     if d_head % 2:
-        raise ValueError(
+        raise InputError(
             f"d_head={d_head} is odd: rotary positions rotate pairs of dimensions, "
             "so the head width d_head = d_model / num_heads must be even"
         )
@@ -91,7 +92,7 @@ class RotaryPositions(nn.Module):
         cos, sin = self.cos[rows], self.sin[rows]  # (L, d_head / 2) or (B, L, ..)
         if cos.dim() == 3:  # one angle per row and position, the same for every head
             if x.dim() < 3 or x.shape[0] != len(cos):
-                raise ValueError(
+                raise InputError(
                     f"{len(cos)} offsets, one per row, but x has shape "
                     f"{tuple(x.shape)}: its first axis must hold the {len(cos)} rows"
                 )

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .errors import InputError
 from .attention import attention
 
 # %% ../../notebooks/03_multihead.ipynb #060f9c6b
@@ -17,7 +18,7 @@ def head_width(d_model: int, num_heads: int) -> int:
     """D_h = D / h, the width of one head: h must divide D (the one place this rule
     is checked; layers and configs ask here)."""
     if num_heads < 1 or d_model % num_heads:
-        raise ValueError(
+        raise InputError(
             f"d_model={d_model} is not divisible by num_heads={num_heads}: "
             "choose h that divides D"
         )
@@ -160,14 +161,14 @@ class MultiHeadAttention(nn.Module):
             and not torch.is_tensor(offset)
             and offset == 0
         ):
-            raise ValueError(
+            raise InputError(
                 "this block holds cached positions, so its new queries do not start at "
                 "position 0: pass offset= (a model's decode works it out)"
             )
         # a mask broadcasts to (B, h, T, S): a 3-D (B, T, S) one would be read as
         # (h, T, S), so it needs its head axis
         if mask is not None and mask.dim() == 3 and len(mask) > 1:
-            raise ValueError("a 3-D mask is read as (h, T, S): pass mask[:, None]")
+            raise InputError("a 3-D mask is read as (h, T, S): pass mask[:, None]")
         Q = self._turn(self.split_heads(self.W_q(query)), offset)  # (B, h, T, D_h)
         # (B, h, S, D_h) each; S counts the cached ones
         K, V = self._keys_values(key, value, cache, fixed, offset)

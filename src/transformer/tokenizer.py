@@ -11,6 +11,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from .errors import InputError, InputTypeError
 from .files import atomic_write_bytes, read_regular_file
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -32,7 +33,7 @@ class Tokenizer:
         try:
             self._sp.LoadFromSerializedProto(self._proto)
         except RuntimeError:
-            raise ValueError(
+            raise InputError(
                 f"{where} is not a sentencepiece model: train one with train_tokenizer()"
             ) from None
         ids = {
@@ -43,7 +44,7 @@ class Tokenizer:
         }
         wanted = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
         if ids != wanted:
-            raise ValueError(
+            raise InputError(
                 f"{where} has special ids {ids}, but the course needs {wanted}: "
                 f"train it with train_tokenizer(), which sets them"
             )
@@ -82,7 +83,7 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         """Token ids of one sentence, without bos or eos: (len,)."""
         if not isinstance(text, str):
-            raise TypeError(
+            raise InputTypeError(
                 f"encode takes one str, got {type(text).__name__}: use encode_batch for a list"
             )
         return self._sp.encode(text)
@@ -115,7 +116,7 @@ class Tokenizer:
         """The ids before the first eos, without pad and bos, checked to be ids of this vocabulary."""
         ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
         if not all(isinstance(i, int) for i in ids):
-            raise ValueError(
+            raise InputError(
                 "decode takes one sequence of int ids (a list or a 1-D tensor): use decode_batch for a batch"
             )
         if EOS_ID in ids:
@@ -123,7 +124,7 @@ class Tokenizer:
         ids = [i for i in ids if i != PAD_ID and i != BOS_ID]
         if ids and not (0 <= min(ids) and max(ids) < self.vocab_size):
             bad = next(i for i in ids if not 0 <= i < self.vocab_size)
-            raise ValueError(
+            raise InputError(
                 f"id {bad} is outside this tokenizer's vocabulary of {self.vocab_size}"
             )
         return ids
@@ -144,13 +145,13 @@ def _sentences_to_learn(sentences: Iterable[str]) -> list[str]:
     texts = []
     for s in sentences:
         if not isinstance(s, str):
-            raise TypeError(
+            raise InputTypeError(
                 f"train_tokenizer needs str sentences, got {type(s).__name__}"
             )
         if s.strip():
             texts.append(s.strip())
     if not texts:
-        raise ValueError(
+        raise InputError(
             "train_tokenizer got no non-empty sentences: "
             "pass the training split's sentences"
         )
@@ -193,7 +194,7 @@ def _sentencepiece_model(
         )
     except RuntimeError as err:
         reason = str(err).split("] ")[-1].strip() or str(err)
-        raise ValueError(
+        raise InputError(
             f"sentencepiece could not train a {model_type} model with "
             f"vocab_size={vocab_size} on {len(texts)} sentences: {reason}"
         ) from None
@@ -222,7 +223,7 @@ def train_tokenizer(
     """
     texts = _sentences_to_learn(sentences)
     if vocab_size <= len(SPECIAL_PIECES):
-        raise ValueError(
+        raise InputError(
             f"vocab_size={vocab_size} leaves no room beside the "
             f"{len(SPECIAL_PIECES)} special pieces"
         )

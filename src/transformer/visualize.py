@@ -56,10 +56,10 @@ def attention_module(model, kind: str, layer: int) -> MultiHeadAttention:
     """The attention block of one kind ("encoder", "decoder" or "cross")
     in layer `layer` (from 0)."""
     if kind not in KINDS:
-        raise ValueError(f"unknown kind {kind!r}: choose one of {', '.join(KINDS)}")
+        raise InputError(f"unknown kind {kind!r}: choose one of {', '.join(KINDS)}")
     layers = model.encoder.layers if kind == "encoder" else model.decoder.layers
     if not 0 <= layer < len(layers):
-        raise ValueError(
+        raise InputError(
             f"layer {layer} does not exist: this model has "
             f"layers 0 to {len(layers) - 1}"
         )
@@ -114,7 +114,7 @@ class AttentionMaps:
     def labels(self, kind: str) -> tuple[list[str], list[str]]:
         """(query labels, key labels) of one kind."""
         if kind not in KINDS:
-            raise ValueError(f"unknown kind {kind!r}: choose one of {', '.join(KINDS)}")
+            raise InputError(f"unknown kind {kind!r}: choose one of {', '.join(KINDS)}")
         queries = self.source if kind == "encoder" else self.target
         return queries, (self.target if kind == "decoder" else self.source)
 
@@ -226,7 +226,7 @@ def zeroed_head(model, kind: str, layer: int, head: int):
     (its D_h slice before W^O)."""
     attn = attention_module(model, kind, layer)
     if not 0 <= head < attn.num_heads:
-        raise ValueError(
+        raise InputError(
             f"head {head} does not exist: this model has "
             f"heads 0 to {attn.num_heads - 1}"
         )

@@ -20,7 +20,7 @@ from .distributed import select_device
 from .onnx_export import export_onnx
 from ..errors import CommandError, NonFiniteLossError, TransformerError
 from .full_disk import after_a_full_evaluation, full_disk_is_one_line
-from .streams import StdoutClosed, open_streams, say
+from .streams import StdoutClosed, check_stdout, open_streams, say
 from .trainer import train
 
 # %% ../../../notebooks/97_command_line.ipynb #ca1de245
@@ -330,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     open_streams()
     args = build_parser().parse_args(argv)
     try:
+        check_stdout()  # before a training run, not after it
         return args.run(args)
     except TransformerError as e:
         print(f"error: {_one_line(str(e))}", file=sys.stderr)

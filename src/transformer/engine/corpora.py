@@ -35,7 +35,8 @@ _log = logging.getLogger("transformer.data")
 # %% ../../../notebooks/91_corpora.ipynb #6b3f130e
 def read_lines(path: str | Path) -> list[str]:
     """All lines of a UTF-8 text file (gzip if the name ends in `.gz`), split at
-    `\\n` only, without line endings.
+    `\\n` only, without line endings (a file whose lines end in `\\r` alone, an
+    old Mac file, is refused).
 
     Strict on purpose: alignment between two files is by line number, so the line count
     must not depend on exotic separators, and an encoding problem must name the line
@@ -55,6 +56,12 @@ def read_lines(path: str | Path) -> list[str]:
             f"{path}, line {line}: byte {raw[err.start]:#04x} is not valid UTF-8; "
             "re-encode the file as UTF-8 (for example `iconv -f latin1 -t utf-8`)"
         ) from None
+    # "\r" alone ends a line only in old Mac files: read at "\n", they would be one line
+    if text.count("\r") - text.count("\r\n") > text.count("\n"):
+        raise CorpusFormatError(
+            f"{path} has old Mac line endings (\\r alone): convert them to \\n, "
+            f"e.g. tr '\\r' '\\n' < {path.name} > fixed.txt"
+        )
     lines = text.removeprefix("\ufeff").split("\n")
     if lines[-1] == "":
         lines.pop()  # the newline that ends the last line does not start a new one
@@ -71,7 +78,7 @@ def _drop_empty(
     """Remove pairs with an empty side; report how many and where,
     or raise if `on_empty="error"`."""
     if on_empty not in ("skip", "error"):
-        raise ValueError(f"on_empty must be 'skip' or 'error', got {on_empty!r}")
+        raise InputError(f"on_empty must be 'skip' or 'error', got {on_empty!r}")
     empty = [n for (src, tgt), n in zip(pairs, line_numbers) if not src or not tgt]
     if not empty:
         return pairs
@@ -126,7 +133,7 @@ def load_tsv(
     reported like in `load_parallel`.
     """
     if src_col < 0 or tgt_col < 0 or src_col == tgt_col:
-        raise ValueError(
+        raise InputError(
             f"src_col={src_col} and tgt_col={tgt_col} must be two different "
             "columns, counted from 0"
         )
@@ -165,12 +172,12 @@ def load_multi30k(
     by SHA-256. Every de/en file is checked against `CORPUS_SHA256`.
     """
     if split not in MULTI30K_SPLITS:
-        raise ValueError(
+        raise InputError(
             f"unknown Multi30k split {split!r}: "
             f"choose one of {', '.join(MULTI30K_SPLITS)}"
         )
     if src_lang == tgt_lang:
-        raise ValueError(
+        raise InputError(
             f"src_lang and tgt_lang are both {src_lang!r}: a translation "
             "pair needs two languages"
         )
@@ -222,7 +229,7 @@ def split_pairs(
     if not (
         0 <= val_fraction and 0 <= test_fraction and val_fraction + test_fraction < 1
     ):
-        raise ValueError(
+        raise InputError(
             f"val_fraction={val_fraction} and test_fraction={test_fraction} "
             "must be >= 0 and sum to < 1"
         )
@@ -260,7 +267,7 @@ def load_tatoeba(
     """
     split = {"valid": "val"}.get(split, split)
     if split not in ("train", "val", "test"):
-        raise ValueError(
+        raise InputError(
             f"unknown Tatoeba split {split!r}: choose 'train', "
             "'val' (or 'valid') or 'test'"
         )

@@ -5,7 +5,9 @@ __all__ = ['evaluate_pairs', 'evaluate_checkpoint']
 
 # %% ../../../notebooks/97_command_line.ipynb #evaluate-imports
 # transformer/engine/evaluate.py: a split translated, scored and written to files
+import hashlib
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -18,7 +20,8 @@ from ..checks import check_translator, is_integer
 from ..decoding import BATCH_SIZE
 from ..errors import InputError
 from ..evaluation import Score, corpus_bleu, corpus_chrf, group_references
-from ..files import atomic_write_bytes, create_folder
+from .full_disk import after_a_full_evaluation, full_disk_is_one_line
+from ..files import atomic_files, create_folder
 from ..translation import decoding_settings, translate
 
 # %% ../../../notebooks/97_command_line.ipynb #b8cc869b
@@ -124,14 +127,35 @@ def _scores(
 
 
 def _write_results(out: Path, split: str, hypotheses: list[str], report: dict) -> None:
-    """Write `<split>.hyp` (a translation per line) and `<split>.json` (the report)."""
-    atomic_write_bytes(
-        out / f"{split}.hyp", "".join(h + "\n" for h in hypotheses).encode("utf-8")
-    )
-    atomic_write_bytes(
-        out / f"{split}.json",
-        (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
-    )
+    """Write `<split>.hyp` (a translation per line) and `<split>.json` (the report, with
+    the SHA-256 of the .hyp it scores) as a pair (`atomic_files`): a full disk leaves
+    both as they were, and a .json that names another digest is not the .hyp's."""
+    hyp, scores = out / f"{split}.hyp", out / f"{split}.json"
+    text = "".join(h + "\n" for h in hypotheses).encode("utf-8")
+    report = {**report, "hyp_sha256": hashlib.sha256(text).hexdigest()}
+    before = _identity(hyp)
+
+    def then(folder: Path) -> str:  # asked after the failure: was the .hyp renamed?
+        if _identity(hyp) == before:
+            return after_a_full_evaluation(folder)
+        return (
+            f"{hyp.name} is new, but {scores.name} could not replace the old one, "
+            "which may score other translations; free some space, then run the same "
+            "command again"
+        )
+
+    with full_disk_is_one_line(out, then), atomic_files(hyp, scores) as (h, s):
+        h.write(text)
+        s.write((json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which file `path` is (device, inode): a rename onto it makes another."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
 
 # %% ../../../notebooks/97_command_line.ipynb #445138be
 def evaluate_pairs(

@@ -170,6 +170,13 @@ def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
         raise InputError(
             f"{out} is a file, not a folder: give a new folder for the ONNX files"
         )
+    # the nearest folder above `out` that is there must be a folder, not a file
+    above = next(p for p in out.absolute().parents if p.exists())
+    if not above.is_dir():
+        raise InputError(
+            f"{above} is a file, not a folder, so {out} cannot be made inside it: "
+            "give a folder path for the ONNX files"
+        )
     if out.is_dir() and any(out.iterdir()) and not replace:
         raise InputError(
             f"{out} already holds files: export into a new or empty folder, or pass "
@@ -215,21 +222,38 @@ def export_onnx(
             _write_export(checkpoint, tmp)
             if not replace:
                 _make_way(out)
-    except PermissionError as e:
-        raise InputError(
-            f"cannot write into {out.parent if not out.exists() else out}: "
-            f"{e.strerror}; export into a folder you can write to"
-        ) from None
     except OSError as e:
-        if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+        if e.errno in (errno.EEXIST, errno.ENOTEMPTY) and out.is_dir():
+            # another export (or anyone) filled `out` while this one was written
+            raise InputError(
+                f"{out} was made and filled while this export was written (another "
+                "export into it?): it is left as it is; export into a new folder, or "
+                "pass --replace (replace=True) to replace it"
+            ) from None
+        if not _about_out(e, out):
             raise
-        # another export (or anyone) filled `out` while this one was written
+        # the export's own folder beside `out` is the user's path too
+        folder = next(p for p in out.absolute().parents if p.is_dir())
         raise InputError(
-            f"{out} was made and filled while this export was written (another "
-            "export into it?): it is left as it is; export into a new folder, or "
-            "pass --replace (replace=True) to replace it"
+            f"cannot write into {folder}, where {out} would be made "
+            f"({e.strerror}): export into a folder you can write to"
         ) from None
     return out
+
+
+def _about_out(e: OSError, out: Path) -> bool:
+    """Whether `e` is about `out`, a folder above it, or the export's temporary
+    folder beside it (`.NAME.tmp-...`): the path the user gave, and theirs to fix."""
+    if isinstance(e, PermissionError):
+        return True
+    mine = out.absolute()
+    for name in (e.filename, e.filename2):
+        if name is None or not isinstance(name, (str, bytes, os.PathLike)):
+            continue
+        p = Path(os.path.abspath(os.fsdecode(name)))
+        if p == mine or p in mine.parents or p.parent == mine.parent:
+            return True
+    return False
 
 
 def _make_way(out: Path) -> None:

@@ -6,6 +6,7 @@ __all__ = ['OnnxTranslator']
 # %% ../../../notebooks/96_onnx.ipynb #57d4f60b
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from ..decoding import BATCH_SIZE, greedy_steps, output_limits
 from ..translation import length_batches, pad_rows
 from .digests import check_digests
 from .onnx_export import EXPORTED, FORMAT
-from ..errors import InputError
+from ..errors import InputError, InputTypeError
 from ..files import read_regular_file
 
 _META_KEYS = (
@@ -138,6 +139,16 @@ class OnnxTranslator:
             raise InputError(
                 f"threads={threads!r} must be an integer >= 0 (0: as many as "
                 "onnxruntime chooses)"
+            )
+        if threads > (cpus := os.cpu_count() or 1):
+            raise InputError(
+                f"threads={threads} is more than the {cpus} CPUs this machine has: "
+                f"give at most {cpus} (0: as many as onnxruntime chooses)"
+            )
+        if not isinstance(directory, (str, os.PathLike)):
+            raise InputTypeError(
+                "directory must be the path of a folder export_onnx wrote, got "
+                f"{type(directory).__name__}"
             )
         d = Path(directory)
         self.meta = _read_export(d)

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 try:
@@ -60,6 +61,22 @@ def _make_run_folder(out: Path) -> Path | None:
         return create_folder(out)
     except OSError as e:
         raise ConfigError(f"out_dir={out} cannot be created: {e.strerror}") from None
+
+
+def _check_writable(out: Path) -> None:
+    """Refuse a run folder (or its checkpoints/) that this process cannot write into,
+    before anything is written: the run would stop at its first file, metrics.csv."""
+    for folder in (out, out / "checkpoints"):
+        try:
+            if folder.is_dir():
+                tempfile.TemporaryFile(dir=folder).close()  # a probe: gone as it closes
+        except OSError as e:
+            raise ConfigError(
+                f"out_dir={out}: {folder} cannot be written ({e.strerror}), and the "
+                "run writes metrics.csv and its checkpoints there: make it writable "
+                f"(chmod -R u+w {out}), or copy the run to a folder you can write to "
+                "and give that as --out-dir"
+            ) from None
 
 
 def _lock_holder(folder: Path) -> str:
@@ -133,6 +150,7 @@ def run_folder(out: Path, info: DistInfo):
     # refused at the lock: the folder and what is in it are the other run's
     fd = _lock(out)
     try:
+        _check_writable(out)
         yield
     except BaseException:
         # refused, a bug, or Ctrl-C before the first checkpoint: nothing half-made stays
