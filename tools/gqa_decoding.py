@@ -20,9 +20,10 @@ other's), with their range: a machine that is slower for a whole repeat slows bo
 
 Where the time goes: after each run, the two things one decoder layer's self-attention does with its cache at
 the last step are timed in isolation, at the same shapes (50 calls each): the fused attention of the new
-queries over the cache, and the concatenation that `KVCache.update` makes to append one new key (a value is a
-second one). Both move the whole cache through memory, while their arithmetic is the same for every h_kv:
-the h query heads still score every cached position.
+queries over the cache, and the write that `KVCache.update` makes to append one new key (a value is a
+second one) into its buffer, which has room to spare (the cache a model keeps is a view of the buffer's first
+positions). The attention moves the whole cache through memory, while its arithmetic is the same for every
+h_kv: the h query heads still score every cached position; the append copies only the new position.
 """
 
 import argparse
@@ -82,15 +83,21 @@ def step_parts(shape: dict, kv: int, length: int, repeats: int = 50) -> dict:
     """Milliseconds of the two things a decoder layer's self-attention does with its cache
     at one step, for a cache of `length` positions: the fused attention of the B new
     queries (h of them per sentence, grouped as h / kv per key/value head) over the
-    cache, and `KVCache.update`'s concatenation of one new key to it (keys and values
-    are each one such copy)."""
+    cache, and `KVCache.update`'s write of one new key into its buffer (keys and values
+    are each one such write)."""
     import torch
     import torch.nn.functional as F
 
     h, d_head = shape["num_heads"], shape["d_model"] // shape["num_heads"]
     Q = torch.randn(BATCH, kv, h // kv, d_head)  # one new position per sentence
-    K, V = torch.randn(2, BATCH, kv, length, d_head).unbind(0)
+    # the cache's buffers, with room to spare; what attention reads is a view of their
+    # first `length` positions, as KVCache keeps it
+    buffers = torch.randn(2, BATCH, kv, 2 * length, d_head).unbind(0)
+    K, V = (b[:, :, :length] for b in buffers)
     new = torch.randn(BATCH, kv, 1, d_head)
+
+    def append() -> None:
+        buffers[0][:, :, length : length + 1] = new
 
     def ms(run) -> float:
         run()
@@ -101,7 +108,7 @@ def step_parts(shape: dict, kv: int, length: int, repeats: int = 50) -> dict:
 
     return {
         "attention_ms": ms(lambda: F.scaled_dot_product_attention(Q, K, V)),
-        "append_ms": ms(lambda: torch.cat([K, new], dim=2)),
+        "append_ms": ms(append),
     }
 
 
