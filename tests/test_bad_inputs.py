@@ -3431,6 +3431,27 @@ def test_train_with_standard_output_closed_stops_before_it_trains(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_train_with_standard_error_on_a_full_disk_trains_and_keeps_its_run(tmp_path):
+    """`transformer train ... 2>/dev/full` (standard error on a full disk, the run
+    folder on another): the progress bar's failed writes stopped the run, were taken
+    for out_dir's disk being full, and the run was removed."""
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path, progress=True))
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "transformer", "train", "--config", config]
+            + ["--max-steps", "2"],
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            stdout=subprocess.PIPE,
+            stderr=full,
+            text=True,
+            timeout=180,
+        )
+    assert result.returncode == 0 and result.stdout.startswith("done: step 2"), (
+        result.stdout
+    )
+    assert list((tmp_path / "out" / "checkpoints").glob("step-*"))
+
+
 def test_a_resume_in_a_run_folder_that_cannot_be_written_names_it_and_what_to_do(
     tmp_path, monkeypatch, capsys
 ):

@@ -153,13 +153,13 @@ def test_an_output_as_long_as_max_len_after_a_source_as_long_as_max_len_has_posi
 @pytest.mark.parametrize(
     "setting, phrase",
     [
-        (dict(temperature=0.0), "temperature=0.0: a finite number > 0"),
-        (dict(temperature=float("nan")), "temperature=nan: a finite number > 0"),
-        (dict(temperature=True), "temperature=True: a finite number > 0"),
+        (dict(temperature=0.0), "temperature=0.0: a finite float > 0"),
+        (dict(temperature=float("nan")), "temperature=nan: a finite float > 0"),
+        (dict(temperature=True), "temperature=True: a finite float > 0"),
         (dict(top_k=0), "top_k=0: an integer >= 1, or None"),
         (dict(top_k=2.5), "top_k=2.5: an integer >= 1, or None"),
-        (dict(top_p=0.0), "top_p=0.0: a number in (0, 1]"),
-        (dict(top_p=1.5), "top_p=1.5: a number in (0, 1]"),
+        (dict(top_p=0.0), "top_p=0.0: a float in (0, 1]"),
+        (dict(top_p=1.5), "top_p=1.5: a float in (0, 1]"),
     ],
 )
 def test_sample_refuses_at_its_door_a_setting_no_sampler_can_use(setting, phrase):
@@ -168,6 +168,20 @@ def test_sample_refuses_at_its_door_a_setting_no_sampler_can_use(setting, phrase
     with pytest.raises(InputError) as refused:
         sample(model(), SRC, **setting)
     assert str(refused.value).startswith(phrase)
+
+
+def test_sample_takes_any_real_number_and_refuses_a_generator_that_is_not_one():
+    """A Fraction passed the door and failed in the tensors' arithmetic; a seed
+    given as generator=0 failed in torch.multinomial."""
+    from fractions import Fraction
+
+    from transformer.errors import InputTypeError
+
+    m = model()
+    halves = sample(m, SRC, temperature=Fraction(1, 2), top_p=Fraction(1, 2))
+    assert len(halves) == len(SRC)
+    with pytest.raises(InputTypeError, match="generator=0: a torch.Generator"):
+        sample(m, SRC, generator=0)
 
 
 def test_sampling_is_seeded_and_top_k_one_is_greedy():
@@ -191,6 +205,9 @@ def test_a_vanishing_temperature_or_top_p_samples_the_most_probable_token():
         {"temperature": 1e-30, "top_k": 3},
         {"top_p": 1e-46},
         {"temperature": 1e-45, "top_p": 1e-46},
+        # below float32's smallest number: the largest score was 0 / 0
+        {"temperature": 1e-300},
+        {"temperature": 5e-324},
     ):
         assert [h.tokens for h in sample(m, SRC, **setting)] == greedy, setting
 

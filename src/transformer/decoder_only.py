@@ -200,7 +200,9 @@ def sampling_distribution(
     however small keeps the most probable token.
     """
     best = log_probs.amax(-1, keepdim=True)  # (B, 1)
-    p = ((log_probs - best) / temperature).softmax(-1)  # (B, |V|)
+    scaled = (log_probs - best) / temperature  # (B, |V|)
+    # the largest stays 0 for a temperature that float32 rounds to 0 (not 0 / 0)
+    p = scaled.masked_fill(log_probs == best, 0.0).softmax(-1)
     if top_k is not None and top_k < p.shape[-1]:
         kth = p.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
         p = p.masked_fill(p < kth, 0.0)
@@ -231,7 +233,9 @@ def sample(
     """Continue each source of src (B, S) by drawing every next token from
     `sampling_distribution`: chapter 11's greedy loop with another choice of token.
     Seed `generator` to draw the same tokens again."""
-    check_sampling(temperature, top_k, top_p)  # the door: transformer/checks.py
+    check_sampling(temperature, top_k, top_p, generator)  # the door: checks.py
+    # a Fraction or a NumPy number, as the tensors' arithmetic takes it
+    temperature, top_p = float(temperature), float(top_p)
 
     def draw(log_probs: Tensor) -> Tensor:  # (b, |V|) -> (b,)
         p = sampling_distribution(log_probs, temperature, top_k, top_p)

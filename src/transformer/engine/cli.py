@@ -20,7 +20,13 @@ from .distributed import select_device
 from .onnx_export import export_onnx
 from ..errors import CommandError, NonFiniteLossError, TransformerError
 from .full_disk import after_a_full_evaluation, full_disk_is_one_line
-from .streams import StdoutClosed, check_stdout, open_streams, say
+from transformer.engine.streams import (
+    StdoutClosed,
+    check_stdout,
+    open_streams,
+    say,
+    stderr_that_drops,
+)
 from .trainer import train
 
 # %% ../../../notebooks/97_command_line.ipynb #ca1de245
@@ -329,30 +335,32 @@ def main(argv: list[str] | None = None) -> int:
     """
     open_streams()
     args = build_parser().parse_args(argv)
-    try:
-        check_stdout()  # before a training run, not after it
-        return args.run(args)
-    except TransformerError as e:
-        print(f"error: {_one_line(str(e))}", file=sys.stderr)
-        return 2
-    except StdoutClosed:
-        # the reader has all it wanted: end quietly, as a Unix tool ended by SIGPIPE
-        return 128 + 13
-    except OSError as e:
-        if not _about_a_given_path(e, args):  # a bug, or the machine
-            raise
-        print(f"error: {e.filename}: {e.strerror or e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        # Ctrl-C: what a training run has saved is safe, --resume continues from it
-        hint = (
-            "; `--resume` continues from the last checkpoint, if one was written "
-            "(if not, start again)"
-            if args.command == "train"
-            else ""
-        )
-        print(f"interrupted{hint}", file=sys.stderr)
-        return 128 + 2
+    # a progress bar or a warning that standard error cannot take ends nothing
+    with stderr_that_drops():
+        try:
+            check_stdout()  # before a training run, not after it
+            return args.run(args)
+        except TransformerError as e:
+            print(f"error: {_one_line(str(e))}", file=sys.stderr)
+            return 2
+        except StdoutClosed:
+            # the reader has all it wanted: end quietly, as a tool ended by SIGPIPE
+            return 128 + 13
+        except OSError as e:
+            if not _about_a_given_path(e, args):  # a bug, or the machine
+                raise
+            print(f"error: {e.filename}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            # Ctrl-C: what a training run has saved is safe, --resume continues from it
+            hint = (
+                "; `--resume` continues from the last checkpoint, if one was written "
+                "(if not, start again)"
+                if args.command == "train"
+                else ""
+            )
+            print(f"interrupted{hint}", file=sys.stderr)
+            return 128 + 2
 
 
 def _about_a_given_path(e: OSError, args) -> bool:
