@@ -3490,6 +3490,7 @@ def chapter_door_cases():
     `ValueError`, an `InputTypeError` a `TypeError`, so callers that catch those
     still catch them)."""
     from transformer.attention_cost import key_value_heads, kv_cache_bytes
+    from transformer.attention_cost import tiled_attention
     from transformer.averaging import average_weights
     from transformer.blocks import layer_stack
     from transformer.data import TokenBudgetBatchSampler, collate
@@ -3506,7 +3507,14 @@ def chapter_door_cases():
     from transformer.multihead import MultiHeadAttention
 
     logits, target = torch.randn(1, 2, 5), torch.tensor([[1, 2]])
+    q = torch.randn(1, 2, 4)
     cases = [
+        (
+            "tiled_attention(causal='no')",
+            lambda: tiled_attention(q, q, q, causal="no"),
+            InputTypeError,
+            "causal='no': True or False",
+        ),
         (
             "MultiHeadAttention(10, 3)",
             lambda: MultiHeadAttention(10, 3),
