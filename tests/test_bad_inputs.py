@@ -3255,6 +3255,15 @@ def test_a_resume_with_nothing_left_to_train_says_so(
     )
     err = capsys.readouterr().err
     assert "at step 2" in err and "nothing is left to train" in err
+    assert "has reached optim.max_steps=1" in err, err
+    # all its epochs trained, under a larger max_steps: the epochs are what is used up
+    whole = tiny_train_config(tmp_path / "whole", optim__epochs=1)
+    train(whole)
+    capsys.readouterr()
+    longer = dataclasses.replace(whole.optim, max_steps=10**6)
+    train(dataclasses.replace(whole, optim=longer), resume=True)
+    err = capsys.readouterr().err
+    assert "has reached all optim.epochs=1 of its epochs" in err, err
 
 
 # ---------------------------------------------------------------------------------------

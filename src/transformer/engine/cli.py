@@ -199,7 +199,8 @@ def _add_train_command(commands) -> None:
     p.add_argument(
         "--max-steps",
         type=int,
-        help="stop after this many optimiser steps (overrides optim.max_steps)",
+        help="stop after this many optimiser steps in all (overrides optim.max_steps; "
+        "0: no limit)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=_run_train)

@@ -202,11 +202,15 @@ def _train(
         saved_at, saved_step = previous, state.step if previous else -1
         done = bool(o.max_steps and state.step >= o.max_steps)
         if info.is_main and resume and (done or state.epoch >= o.epochs):
+            limit = (
+                f"optim.max_steps={o.max_steps}"
+                if done
+                else f"all optim.epochs={o.epochs} of its epochs"
+            )
             print(
                 f"warning: the run in {out} is at step {state.step} (epoch "
-                f"{state.epoch} of {o.epochs}), at or past optim.max_steps="
-                f"{o.max_steps}: nothing is left to train; give a larger "
-                "--max-steps (or optim.epochs) to go on",
+                f"{state.epoch} of {o.epochs}), which has reached {limit}: nothing "
+                "is left to train; give a larger --max-steps or optim.epochs to go on",
                 file=sys.stderr,
             )
         try:
