@@ -2111,7 +2111,19 @@ def api_cases(ckpt, onnx_dir: Path | None):
             "evaluate_pairs, a pair of one",
             lambda: evaluate_pairs(ckpt, [(SENTENCE,)], "x"),
             InputError,
-            "pairs must be (source, reference) pairs of strings",
+            "pairs must be a list of (source, reference) pairs of strings",
+        ),
+        (
+            "evaluate_pairs, a split name too long for a file name",
+            lambda: evaluate_pairs(ckpt, [(SENTENCE, "A dog.")], "v" * 300),
+            InputError,
+            "split='vvvv",
+        ),
+        (
+            "evaluate_pairs, pairs that are a number",
+            lambda: evaluate_pairs(ckpt, 3, "x"),
+            InputError,
+            "pairs must be a list of (source, reference) pairs of strings",
         ),
         (
             "evaluate_checkpoint of a name",

@@ -355,3 +355,8 @@ def test_evaluate_pairs_checks_its_checkpoint_and_limit_by_translates_rules():
         load_translator("multi30k-de-en"), pairs, "val", limit=np.int64(1), beam_size=1
     )
     assert report["sentences"] == 1, report
+    # a generator of pairs was read by the door and then found empty
+    report = evaluate_pairs(
+        load_translator("multi30k-de-en"), (p for p in pairs), "val", beam_size=1
+    )
+    assert report["sentences"] == 1, report

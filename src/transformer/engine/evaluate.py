@@ -14,7 +14,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Iterator, Sequence
 
 from ..checks import check_translator, is_integer
 from ..decoding import BATCH_SIZE
@@ -68,18 +68,26 @@ def _check_evaluation_inputs(checkpoint, pairs, split: str, limit: int) -> None:
     check_translator(checkpoint)
     if not is_integer(limit) or limit < 0:
         raise InputError(f"limit={limit!r} must be an integer >= 0 (0: every sentence)")
-    if not isinstance(split, str) or not _SPLIT_NAME.fullmatch(split):
-        raise InputError(
-            f"split={split!r} names the files written (<split>.hyp, <split>.json): "
-            "give a plain name such as val or test_2016_flickr, without a path"
-        )
-    if isinstance(pairs, (str, bytes)) or not all(
-        isinstance(p, (tuple, list))
-        and len(p) == 2
-        and all(isinstance(x, str) for x in p)
-        for p in pairs
+    # the longest file name is 255 bytes, and ".json" comes after the split's name
+    if not (isinstance(split, str) and _SPLIT_NAME.fullmatch(split)) or (
+        len(split.encode("utf-8", "replace")) > 200
     ):
-        raise InputError("pairs must be (source, reference) pairs of strings")
+        raise InputError(
+            f"split={split!r:.60} names the files written (<split>.hyp, <split>.json): "
+            "give a plain name such as val or test_2016_flickr, without a path, of at "
+            "most 200 bytes"
+        )
+    if (
+        not isinstance(pairs, Sequence)
+        or isinstance(pairs, (str, bytes))
+        or not all(
+            isinstance(p, (tuple, list))
+            and len(p) == 2
+            and all(isinstance(x, str) for x in p)
+            for p in pairs
+        )
+    ):
+        raise InputError("pairs must be a list of (source, reference) pairs of strings")
     if not pairs:
         raise InputError("pairs is empty: there is nothing to score")
 
@@ -182,6 +190,8 @@ def evaluate_pairs(
     unique sources (0: all of them). Beam size and length penalty default to the model's
     recommendation (`decoding_settings`).
     """
+    if isinstance(pairs, Iterator):  # a generator is read once, here
+        pairs = list(pairs)
     _check_evaluation_inputs(checkpoint, pairs, split, limit)
     limit = int(limit)
     # the model's recommended beam size and length penalty
