@@ -251,12 +251,14 @@ def cache_nbytes(cache) -> dict:
     return {"self_attention": count(False), "cross_attention": count(True)}
 
 # %% ../../notebooks/17_attention_cost.ipynb #gqa-code
-def key_value_heads(num_heads: int, num_kv_heads: int) -> int:
+def key_value_heads(
+    num_heads: int, num_kv_heads: int, name: str = "num_kv_heads"
+) -> int:
     """h_kv, the key/value heads of a grouped-query layer: each serves a whole group
-    of query heads, so it divides h."""
+    of query heads, so it divides h. `name`: the setting's, for the message."""
     if num_kv_heads < 1 or num_heads % num_kv_heads:
         raise InputError(
-            f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}: "
+            f"{name}={num_kv_heads} must divide num_heads={num_heads}: "
             "each key/value head serves a whole group of query heads"
         )
     return num_kv_heads

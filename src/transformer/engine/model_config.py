@@ -93,7 +93,7 @@ def _check_together(c: ModelConfig) -> None:
     else:
         rotary_angles(0, d_head)  # an even head width
     if c.kv_heads:
-        key_value_heads(c.num_heads, c.kv_heads)  # whole groups of heads
+        key_value_heads(c.num_heads, c.kv_heads, "kv_heads")  # whole groups of heads
     if not c.pad_id < min(c.src_vocab_size, c.tgt_vocab_size):
         raise ValueError(
             f"pad_id={c.pad_id} is not a token id of both vocabularies "
