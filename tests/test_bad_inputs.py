@@ -992,6 +992,16 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         "afile is a file, not a folder, so",
     ),
     (
+        "export-onnx --out a symbolic link to an empty folder",
+        lambda w, r: (
+            folder(w / "target")
+            and ((w / "link").symlink_to("target") or True)
+            and ["export-onnx", "--model", r, "--out", w / "link"]
+        ),
+        None,
+        "link is a symbolic link (to target): give the folder it points to",
+    ),
+    (
         "export-onnx --out where no folder can be made (/proc)",
         run_model("export-onnx", "--model", "{model}", "--out", "/proc/x"),
         None,

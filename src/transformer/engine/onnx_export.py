@@ -166,6 +166,11 @@ def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
             f"out_dir={out} holds the current folder or the model it would export "
             f"({model}): give a folder of its own"
         )
+    if out.is_symlink():  # the export replaces `out`: it would replace the link
+        raise InputError(
+            f"{out} is a symbolic link (to {os.readlink(out)}): give the folder it "
+            "points to, or a new folder for the ONNX files"
+        )
     if out.exists() and not out.is_dir():
         raise InputError(
             f"{out} is a file, not a folder: give a new folder for the ONNX files"
