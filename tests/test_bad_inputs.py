@@ -1027,6 +1027,12 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         "byte 0xc3 at offset 14",
     ),
     (
+        "standard input with old Mac line endings (\\r alone)",
+        run_model("translate", "--model", "{model}"),
+        b"Ein Hund.\rZwei Katzen.\rDrei.\r",
+        "standard input has old Mac line endings",
+    ),
+    (
         "standard input: a NUL byte",
         run_model("translate", "--model", "{model}"),
         b"Ein Hund.\nEin\0Kind.\n",

@@ -6,6 +6,7 @@ __all__ = ['STDIN_LIMIT', 'read_input_lines', 'argument_lines', 'stdin_lines']
 # %% ../../../notebooks/97_command_line.ipynb #c9c1d6a8
 import sys
 
+from .corpora import old_mac_line_endings
 from ..errors import CommandError
 
 
@@ -23,7 +24,7 @@ def read_input_lines(data: bytes, source: str = "standard input") -> list[str]:
     line, a leading BOM goes).
 
     Raises CommandError naming the first byte that is not UTF-8, or the line that holds
-    a NUL byte.
+    a NUL byte; or for lines that end in "\\r" alone, which would be one sentence.
     """
     try:
         text = data.decode("utf-8")
@@ -33,6 +34,11 @@ def read_input_lines(data: bytes, source: str = "standard input") -> list[str]:
             "(convert it first, e.g. iconv -f latin1 -t utf-8)"
         ) from None
     _refuse_nul(text, source)
+    if old_mac_line_endings(text):
+        raise CommandError(
+            f"{source} has old Mac line endings (\\r alone), so its lines would be "
+            "read as one sentence: convert them to \\n first (tr '\\r' '\\n')"
+        )
     # a byte-order mark is no part of the first sentence
     text = text.removeprefix("\ufeff")
     # only "\n" ends a line: str.splitlines() would also split at U+2028, \x1c, ...
