@@ -140,9 +140,15 @@ class OnnxTranslator:
                 f"threads={threads!r} must be an integer >= 0 (0: as many as "
                 "onnxruntime chooses)"
             )
-        if threads > (cpus := os.cpu_count() or 1):
+        # the CPUs this process may run on (taskset, a container), not the machine's
+        cpus = (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1
+        )
+        if threads > cpus:
             raise InputError(
-                f"threads={threads} is more than the {cpus} CPUs this machine has: "
+                f"threads={threads} is more than the {cpus} CPUs this process may use: "
                 f"give at most {cpus} (0: as many as onnxruntime chooses)"
             )
         if not isinstance(directory, (str, os.PathLike)):
