@@ -3714,3 +3714,25 @@ def test_corpus_bleu_takes_any_iterable_of_strings_as_a_list():
     hyps, refs = ["A dog runs in the snow ."], ["A dog runs in the snow ."]
     for score in (corpus_bleu, corpus_chrf):
         assert score(iter(hyps), (r for r in refs)) == score(hyps, refs)
+
+
+def test_the_memory_check_counts_the_process_s_own_limit():
+    """Under `ulimit -v` (`prlimit --as`, a batch system's limit) the system's free
+    memory is not what an allocation can take: a beam that needed more died in torch's
+    allocator instead of being refused in one line."""
+    import resource
+
+    limit = 3 << 30
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from transformer.memory import available_memory as a; print(a())",
+        ],
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert 0 < int(result.stdout) < limit, result.stdout

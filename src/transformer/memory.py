@@ -54,16 +54,37 @@ def check_device(
 
 def available_memory(device: str | torch.device = "cpu") -> int | None:
     """Bytes that a new allocation on `device` can still take: CUDA's free memory, else the system's
-    MemAvailable (Linux) or its physical memory; None where neither can be read."""
+    MemAvailable (Linux) or its physical memory, and no more than the process's own address-space
+    limit leaves (`ulimit -v`); None where none can be read."""
     device = torch.device(device)
     if device.type == "cuda" and torch.cuda.is_available():
         return torch.cuda.mem_get_info(device)[0]
+    return min(
+        (n for n in (_system_memory(), _address_space_left()) if n is not None),
+        default=None,
+    )
+
+
+def _system_memory() -> int | None:
     with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     with contextlib.suppress(AttributeError, ValueError, OSError):
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return None
+
+
+def _address_space_left() -> int | None:
+    """What the soft RLIMIT_AS (`ulimit -v`, `prlimit --as`) leaves above the process's
+    mapped memory now; None without such a limit (or off Linux)."""
+    with contextlib.suppress(ImportError, OSError, ValueError, IndexError):
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            pages = int(Path("/proc/self/statm").read_text().split()[0])
+            return max(soft - pages * os.sysconf("SC_PAGE_SIZE"), 0)
     return None
 
 
