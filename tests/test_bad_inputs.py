@@ -1394,9 +1394,14 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
         "data.train_split='dev'",
     ),
     (
+        "multi30k from French",
+        config_case(data__src_lang="fr"),
+        "data.corpus='multi30k' holds 'de' and 'en': set src_lang and tgt_lang to them",
+    ),
+    (
         "tatoeba from German",
         config_case(data__corpus="tatoeba"),
-        "data.corpus='tatoeba' holds English and Chinese",
+        "data.corpus='tatoeba' holds 'en' and 'zh': set src_lang and tgt_lang to them",
     ),
     (
         "one language on both sides",

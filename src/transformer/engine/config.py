@@ -31,6 +31,8 @@ from .model_config import BUILDING, ModelConfig, check_setting
 _PIECES = "room beyond pad, unk, bos and eos"
 _LR = "it multiplies the paper's learning rate, and above 1e4 the first step overflows"
 _EPS = "it keeps Adam's division away from zero; below 1e-30 it is 0 in float32"
+_SEED = "torch seeds with its low 32 bits: 2**32 would train as 0"
+_HOLDS = {"multi30k": ("de", "en"), "tatoeba": ("en", "zh")}  # the corpora's languages
 
 
 def _range(*reason: str, **bounds) -> Field:
@@ -131,12 +133,7 @@ class TrainConfig:
     __pydantic_config__ = STRICT
     name: str = "run"
     out_dir: str = "runs/run"  # checkpoints, tokenizer and metrics.csv go here
-    seed: Annotated[
-        int,
-        _range(
-            "torch seeds with its low 32 bits: 2**32 would train as 0", ge=0, lt=2**32
-        ),
-    ] = 0
+    seed: Annotated[int, _range(_SEED, ge=0, lt=2**32)] = 0
     # "auto" (CUDA, then MPS, then CPU), or e.g. "cpu", "cuda", "cuda:1", "mps"
     device: str = "auto"
     # "auto": bf16 autocast on CUDA, float32 elsewhere
@@ -234,6 +231,7 @@ class TrainConfig:
         """What joins two settings: the corpus and its languages, splits and files,
         the vocabularies and the lengths the model and the batches must hold."""
         d, splits = self.data, ("train", "val", "valid", "test")
+        holds = _HOLDS.get(d.corpus, ())
         splits = MULTI30K_SPLITS if d.corpus == "multi30k" else splits
         return [
             (
@@ -242,9 +240,9 @@ class TrainConfig:
                 f"{d.src_lang!r}: a translation needs two languages",
             ),
             (
-                d.corpus != "tatoeba" or {d.src_lang, d.tgt_lang} == {"en", "zh"},
-                "data.corpus='tatoeba' holds English and Chinese: "
-                "set src_lang and tgt_lang to 'en' and 'zh' (either way round), "
+                not holds or {d.src_lang, d.tgt_lang} == set(holds),
+                f"data.corpus={d.corpus!r} holds {' and '.join(map(repr, holds))}: set "
+                "src_lang and tgt_lang to them (either way round), "
                 f"not {d.src_lang!r} and {d.tgt_lang!r}",
             ),
             (
