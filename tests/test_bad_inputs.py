@@ -1394,6 +1394,11 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
         "data.train_split='dev'",
     ),
     (
+        "data_dir that is not a folder (/dev/null)",
+        config_case(data__data_dir="/dev/null"),
+        "data_dir=/dev/null is not a folder",
+    ),
+    (
         "multi30k from French",
         config_case(data__src_lang="fr"),
         "data.corpus='multi30k' holds 'de' and 'en': set src_lang and tgt_lang to them",

@@ -68,7 +68,13 @@ def data_search_path(root: str | Path | None = None) -> list[Path]:
     curious reader) can show exactly where it looked.
     """
     if root is not None:
-        return [expand_user(root)]
+        root = expand_user(root)
+        if root.exists() and not root.is_dir():  # /dev/null, a file, a pipe
+            raise CorpusNotFoundError(
+                f"data_dir={root} is not a folder: give the folder that holds the "
+                "corpora (such as the course's data/), or leave data_dir out"
+            )
+        return [root]
     env_set = bool(os.environ.get(DATA_ENV_VAR))
     dirs = [default_data_dir()] if env_set else []  # $TRANSFORMER_DATA
     course = course_data_dir()
