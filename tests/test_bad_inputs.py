@@ -3630,6 +3630,18 @@ def chapter_door_cases():
             "target_len=-5 must be an integer >= 0",
         ),
         (
+            "kv_cache_bytes of numbers of no bytes",
+            lambda: kv_cache_bytes(ModelConfig(30, 30), 5, 7, bytes_per_number=0),
+            InputError,
+            "bytes_per_number=0 must be an integer >= 1",
+        ),
+        (
+            "kv_cache_bytes of a dict",
+            lambda: kv_cache_bytes({"d_model": 16}, 5, 7),
+            InputTypeError,
+            "config must be a ModelConfig",
+        ),
+        (
             "load_tsv, one column twice",
             lambda: load_tsv("x.tsv", 1, 1),
             InputError,
@@ -3746,3 +3758,18 @@ def test_the_memory_check_counts_the_process_s_own_limit():
     )
     assert result.returncode == 0, result.stderr
     assert 0 < int(result.stdout) < limit, result.stdout
+
+
+def test_evaluate_of_the_current_folder_names_its_files_for_it(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    """`cd run && transformer evaluate --model .`: the default folder is
+    evaluation/<the model's name>, as for any other path ("." had no name, so the
+    files went to evaluation/ itself; ".." would have been the folder above)."""
+    run = tmp_path / "myrun"
+    shutil.copytree(tiny_run, run)
+    monkeypatch.chdir(run)
+    argv = ["evaluate", "--model", ".", "--split", "val", "--limit", "2", "--beam", "1"]
+    status, _, err = run_main(argv, None, capsys, monkeypatch)
+    assert status == 0, err
+    assert (run / "evaluation" / "myrun" / "val.hyp").is_file()

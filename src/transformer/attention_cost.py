@@ -221,9 +221,16 @@ def kv_cache_bytes(
     """
     counts = dict(target_len=target_len, source_len=source_len, batch=batch)
     counts["bytes_per_number"] = bytes_per_number
-    for name, n in counts.items():  # the door: each an integer >= 0
-        if not is_integer(n) or n < 0:
-            raise InputError(f"{name}={n!r} must be an integer >= 0")
+    for name, n in counts.items():  # the door: each an integer >= 0, a number's >= 1
+        if not is_integer(n) or n < (name == "bytes_per_number"):
+            least = 1 if name == "bytes_per_number" else 0
+            raise InputError(f"{name}={n!r} must be an integer >= {least}")
+    sizes = ("d_model", "num_heads", "num_decoder_layers", "kv_heads")
+    if not all(hasattr(config, size) for size in sizes):
+        raise InputTypeError(
+            f"config must be a ModelConfig (its {', '.join(sizes)}), "
+            f"got {type(config).__name__}"
+        )
     d_head = config.d_model // config.num_heads
     per_token = (
         2

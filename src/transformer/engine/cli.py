@@ -116,7 +116,9 @@ def _run_evaluate(args) -> int:
             f"got {args.limit}"
         )
     ckpt = _load(args.model, args.device)
-    out_dir = args.out_dir or Path("evaluation") / Path(args.model).name
+    # named for the model: "." and ".." by the folder's own name
+    name = Path(args.model).resolve().name or "model"
+    out_dir = args.out_dir or Path("evaluation") / name
     args.paths = [out_dir]  # chosen for the user when --out-dir is not given
     with full_disk_is_one_line(out_dir, after_a_full_evaluation):
         report = evaluate_checkpoint(
