@@ -2262,8 +2262,8 @@ def api_cases(ckpt, onnx_dir: Path | None):
                 "OnnxTranslator threads=10**6",
                 lambda: OnnxTranslator(onnx_dir, threads=10**6),
                 InputError,
-                f"threads=1000000 is more than the {os.cpu_count()} CPUs this machine "
-                f"has: give at most {os.cpu_count()}",
+                f"threads=1000000 is more than the {len(os.sched_getaffinity(0))} CPUs "
+                f"this process may use: give at most {len(os.sched_getaffinity(0))}",
             ),
             (
                 "OnnxTranslator on a folder that is no export",
