@@ -200,9 +200,9 @@ def sampling_distribution(
     however small keeps the most probable token.
     """
     best = log_probs.amax(-1, keepdim=True)  # (B, 1)
-    scaled = (log_probs - best) / temperature  # (B, |V|)
-    # the largest stays 0 for a temperature that float32 rounds to 0 (not 0 / 0)
-    p = scaled.masked_fill(log_probs == best, 0.0).softmax(-1)
+    # a temperature below the dtype's smallest number would turn the largest into 0 / 0
+    temperature = max(temperature, torch.finfo(log_probs.dtype).tiny)
+    p = ((log_probs - best) / temperature).softmax(-1)  # (B, |V|)
     if top_k is not None and top_k < p.shape[-1]:
         kth = p.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
         p = p.masked_fill(p < kth, 0.0)

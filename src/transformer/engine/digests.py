@@ -53,6 +53,7 @@ def check_digests(
     required: bool | None = None,
     error: type[Exception] = CheckpointError,
     again: str = _AGAIN,
+    metadata: dict | None = None,
 ) -> None:
     """Refuse what `sha256sum -c SHA256SUMS` refuses, and a file of `names` in `folder`
     that has no line there: every line's file must be there, a regular file, with the
@@ -60,10 +61,11 @@ def check_digests(
     other check; a file that is listed but gone was lost in a copy). A file listed twice
     must match both lines. `required=None`: SHA256SUMS must exist if the folder was
     saved in model format 2 or later (`saved_format`); a folder of format 1, saved
-    before digests were written, has none to check."""
+    before digests were written, has none to check. `metadata`: the weights', where
+    the caller has read their header (`saved_format`)."""
     folder, path = Path(folder), Path(folder) / DIGESTS
     if required is None:
-        required = saved_format(folder) >= 2
+        required = saved_format(folder, metadata) >= 2
     if not (path.exists() or path.is_symlink()):
         if required:
             raise error(

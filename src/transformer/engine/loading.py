@@ -24,7 +24,7 @@ from transformer.errors import (
 from ..files import read_regular_file
 from ..checks import MAX_ALPHA, check_decoding
 from ..translation import DEFAULT_DECODING
-from .digests import check_digests, saved_format
+from .digests import check_digests
 from ..memory import check_device
 from .model_config import ModelConfig, build_model
 from transformer.engine.model_files import (
@@ -324,7 +324,7 @@ def load_checkpoint(
     model = build_model(model_config)
     load_weights(model, header, device)
     # last: the other checks say more about what is wrong
-    check_digests(directory, required=saved_format(directory, header.metadata) >= 2)
+    check_digests(directory, metadata=header.metadata)
     decoding = read_decoding(directory, model_config.tgt_vocab_size)
     model = model.to(device).eval()
     return Checkpoint(model, src_tok, tgt_tok, train_config, directory, decoding)
