@@ -153,13 +153,13 @@ def test_an_output_as_long_as_max_len_after_a_source_as_long_as_max_len_has_posi
 @pytest.mark.parametrize(
     "setting, phrase",
     [
-        (dict(temperature=0.0), "temperature=0.0: a finite float > 0"),
-        (dict(temperature=float("nan")), "temperature=nan: a finite float > 0"),
-        (dict(temperature=True), "temperature=True: a finite float > 0"),
+        (dict(temperature=0.0), "temperature=0.0: a finite number > 0"),
+        (dict(temperature=float("nan")), "temperature=nan: a finite number > 0"),
+        (dict(temperature=True), "temperature=True: a finite number > 0"),
         (dict(top_k=0), "top_k=0: an integer >= 1, or None"),
         (dict(top_k=2.5), "top_k=2.5: an integer >= 1, or None"),
-        (dict(top_p=0.0), "top_p=0.0: a float in (0, 1]"),
-        (dict(top_p=1.5), "top_p=1.5: a float in (0, 1]"),
+        (dict(top_p=0.0), "top_p=0.0: a number in (0, 1]"),
+        (dict(top_p=1.5), "top_p=1.5: a number in (0, 1]"),
     ],
 )
 def test_sample_refuses_at_its_door_a_setting_no_sampler_can_use(setting, phrase):

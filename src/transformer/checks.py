@@ -353,13 +353,13 @@ def check_sampling(temperature, top_k, top_p, generator=None) -> None:
     """Refuse a setting no sampler can use (`sample`), saying what it must be."""
     if not (is_real(temperature) and math.isfinite(temperature) and temperature > 0):
         raise InputError(
-            f"temperature={temperature!r}: a finite float > 0 (1 samples the "
+            f"temperature={temperature!r}: a finite number > 0 (1 samples the "
             "model's own distribution; for the most probable token use greedy_decode)"
         )
     if top_k is not None and not (is_integer(top_k) and top_k >= 1):
         raise InputError(f"top_k={top_k!r}: an integer >= 1, or None for no cut")
     if not (is_real(top_p) and 0 < top_p <= 1):
-        raise InputError(f"top_p={top_p!r}: a float in (0, 1]; 1 cuts nothing")
+        raise InputError(f"top_p={top_p!r}: a number in (0, 1]; 1 cuts nothing")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise InputTypeError(
             f"generator={generator!r}: a torch.Generator (seeded with its "

@@ -196,11 +196,13 @@ def sampling_distribution(
     probable tokens whose share of what is left reaches `top_p` (the nucleus; ties
     with the last one kept), then renormalised. Any temperature > 0 and top_p > 0 is
     safe: as temperature -> 0 the distribution tends to the most probable token (the
-    log-probabilities less their largest, so no division overflows), and a top_p
+    log-probabilities less their largest: the largest becomes 0 and the others may
+    overflow to -inf, which the softmax maps to 0; no +inf, so no NaN), and a top_p
     however small keeps the most probable token.
     """
     best = log_probs.amax(-1, keepdim=True)  # (B, 1)
-    # a temperature below the dtype's smallest number would turn the largest into 0 / 0
+    # below the dtype's smallest normal number (finfo.tiny) a temperature may round to
+    # 0, which would turn the largest into 0 / 0
     temperature = max(temperature, torch.finfo(log_probs.dtype).tiny)
     p = ((log_probs - best) / temperature).softmax(-1)  # (B, |V|)
     if top_k is not None and top_k < p.shape[-1]:

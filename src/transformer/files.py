@@ -30,7 +30,8 @@ def atomic_files(*paths: str | Path):
     """`with atomic_files(a, b) as (out_a, out_b):` write each; the bytes go to temporary files beside the
     paths, and only when the block ends without an error and every file is written and synced are they renamed
     into place, one after the other in the order given. A failure while writing (a full disk) leaves every path
-    as it was; only a crash between two renames, a moment, can leave the first new beside the second old. Each
+    as it was; only a failure or a crash between two renames, a moment, can leave the first new beside the
+    second old. Each
     file gets the permissions any new file gets (the umask's, not 0600)."""
     paths, parts = [Path(p) for p in paths], []
     try:

@@ -64,8 +64,9 @@ def read_lines(path: str | Path) -> list[str]:
         ) from None
     if old_mac_line_endings(text):
         raise CorpusFormatError(
-            f"{path} has old Mac line endings (\\r alone): convert them to \\n, "
-            f"e.g. tr '\\r' '\\n' < {path.name} > fixed.txt"
+            f"{path} has old Mac line endings (\\r alone): convert them to \\n "
+            "(tr '\\r' '\\n', on the text: gunzip a .gz first) and give the "
+            "converted file in its place"
         )
     lines = text.removeprefix("\ufeff").split("\n")
     if lines[-1] == "":

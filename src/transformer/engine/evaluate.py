@@ -136,8 +136,10 @@ def _scores(
 
 def _write_results(out: Path, split: str, hypotheses: list[str], report: dict) -> None:
     """Write `<split>.hyp` (a translation per line) and `<split>.json` (the report, with
-    the SHA-256 of the .hyp it scores) as a pair (`atomic_files`): a full disk leaves
-    both as they were, and a .json that names another digest is not the .hyp's."""
+    the SHA-256 of the .hyp it scores) as a pair (`atomic_files`): a full disk while
+    writing leaves both as they were; a failure between the two renames leaves the new
+    .hyp beside the old .json (said below), and a .json that names another digest is
+    not the .hyp's."""
     hyp, scores = out / f"{split}.hyp", out / f"{split}.json"
     text = "".join(h + "\n" for h in hypotheses).encode("utf-8")
     report = {**report, "hyp_sha256": hashlib.sha256(text).hexdigest()}

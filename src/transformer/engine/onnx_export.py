@@ -249,14 +249,13 @@ def export_onnx(
 def _about_out(e: OSError, out: Path) -> bool:
     """Whether `e` is about `out`, a folder above it, or the export's temporary
     folder beside it (`.NAME.tmp-...`): the path the user gave, and theirs to fix."""
-    if isinstance(e, PermissionError):
-        return True
     mine = out.absolute()
     for name in (e.filename, e.filename2):
         if name is None or not isinstance(name, (str, bytes, os.PathLike)):
             continue
         p = Path(os.path.abspath(os.fsdecode(name)))
-        if p == mine or p in mine.parents or p.parent == mine.parent:
+        temporary = p.parent == mine.parent and p.name.startswith(f".{out.name}.tmp-")
+        if p == mine or p in mine.parents or temporary:
             return True
     return False
 

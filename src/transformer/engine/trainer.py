@@ -202,15 +202,19 @@ def _train(
         saved_at, saved_step = previous, state.step if previous else -1
         done = bool(o.max_steps and state.step >= o.max_steps)
         if info.is_main and resume and (done or state.epoch >= o.epochs):
-            limit = (
-                f"optim.max_steps={o.max_steps}"
-                if done
-                else f"all optim.epochs={o.epochs} of its epochs"
-            )
+            # each limit reached, and what raises it
+            reached = [
+                (f"optim.max_steps={o.max_steps}", "--max-steps") if done else None,
+                (f"all optim.epochs={o.epochs} of its epochs", "optim.epochs")
+                if state.epoch >= o.epochs
+                else None,
+            ]
+            limits, options = zip(*[r for r in reached if r is not None])
             print(
                 f"warning: the run in {out} is at step {state.step} (epoch "
-                f"{state.epoch} of {o.epochs}), which has reached {limit}: nothing "
-                "is left to train; give a larger --max-steps or optim.epochs to go on",
+                f"{state.epoch} of {o.epochs}), which has reached "
+                f"{' and '.join(limits)}: nothing is left to train; give a larger "
+                f"{' and '.join(options)} to go on",
                 file=sys.stderr,
             )
         try:
