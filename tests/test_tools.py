@@ -1,6 +1,6 @@
 """The course's tools: ship_model refuses what it would destroy and replaces whole; check_in_jupyterlab stops
 a server and its kernel that ignore SIGTERM; gqa_decoding measures the shipped shape and a cache of the
-formula's size."""
+formula's size; onnx_decoding_speed's ratios carry their interval and test."""
 
 import json
 import os
@@ -218,6 +218,22 @@ def test_gqa_decoding_measures_the_shipped_shape_and_a_cache_of_the_formulas_siz
             == formula["self_attention"] + formula["cross_attention"]
         )
         assert 0 < result["last_quarter_seconds"] <= result["seconds"]
+
+
+def test_onnx_decoding_speed_summarises_the_repeats_ratios_on_their_logarithms():
+    import math
+
+    tool = load_tool("onnx_decoding_speed")
+    faster = tool.ratio_summary([1.9, 2.0, 2.1, 2.05, 1.95])
+    assert faster["geometric_mean"] == pytest.approx(
+        math.exp(sum(map(math.log, [1.9, 2.0, 2.1, 2.05, 1.95])) / 5), abs=1e-3
+    )
+    low, high = faster["interval_95"]
+    assert 1.85 < low < faster["geometric_mean"] < high < 2.15
+    assert faster["p_value"] < 1e-4 and faster["range"] == [1.9, 2.1]
+    # ratios either side of 1: the test does not reject, the interval holds 1
+    even = tool.ratio_summary([0.9, 1.1, 1.05, 0.95])
+    assert even["p_value"] > 0.5 and even["interval_95"][0] < 1 < even["interval_95"][1]
 
 
 def test_modern_block_runs_decoder_only_budget_changes_only_the_architecture(

@@ -1,0 +1,148 @@
+"""Appendix 96's timing: one sentence decoded greedily by PyTorch with its key/value cache, by
+PyTorch without it, and by the cache-free ONNX graphs that `export_onnx` writes.
+
+    python tools/onnx_decoding_speed.py               # writes notebooks/results/96_onnx_speed.json
+    python tools/onnx_decoding_speed.py --repeats 3   # a quick look, printed only
+
+The shipped German->English model, exported into a temporary folder. One sentence of 15 words, decoded
+greedily to its end (EOS) by each of the three, on one thread (onnxruntime's `OnnxTranslator` runs on one
+thread too). After one unmeasured run of each, every repeat times the three one after another, in an order
+that turns from repeat to repeat (none is always first), each as the fastest of three calls (the one least
+disturbed by the rest of the machine).
+
+A time ratio is taken within each repeat, where both sides met the same machine. The figures: each arm's
+median time; for each ratio, its geometric mean over the repeats with a 95 % t-interval and a paired t-test
+of "the ratio is 1" (both on the logarithms of the repeats' ratios). The repeats are not independent draws
+from all machines: the interval says how well this machine's ratio is pinned down, not what another
+machine would measure.
+
+The chapter reads the JSON; its tests never time anything (a timing assert fails on a busy machine).
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "notebooks" / "results" / "96_onnx_speed.json"
+MODEL = "multi30k-de-en"
+SENTENCE = (
+    "Ein kleines Mädchen in einem roten Kleid läuft mit ihrem Hund über eine grüne Wiese."
+)
+REPEATS = 12
+# (numerator, denominator) of each ratio the appendix reports
+RATIOS = {
+    "no_cache_over_cache": ("pytorch_no_cache", "pytorch_cache"),
+    "no_cache_over_onnx": ("pytorch_no_cache", "onnx"),
+    "cache_over_onnx": ("pytorch_cache", "onnx"),
+}
+
+
+def best_ms(fn, calls: int = 3) -> float:
+    """The fastest of `calls` runs of `fn`, in milliseconds."""
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1000 * min(times)
+
+
+def ratio_summary(ratios: list[float]) -> dict:
+    """The geometric mean of the repeats' ratios, its 95 % t-interval and the paired
+    t-test's p-value of 'the ratio is 1', all on the logarithms."""
+    from transformer.stats import mean_sd, t_p_value, t_quantile
+
+    logs = [math.log(r) for r in ratios]
+    mean, sd = mean_sd(logs)
+    se = sd / math.sqrt(len(logs))
+    half = t_quantile(0.95, len(logs) - 1) * se
+    p = t_p_value(mean / se, len(logs) - 1) if se > 0 else float(mean == 0)
+    return {
+        "geometric_mean": round(math.exp(mean), 3),
+        "interval_95": [round(math.exp(mean - half), 3), round(math.exp(mean + half), 3)],
+        "p_value": p,
+        "log_sd": round(sd, 4),
+        "range": [round(min(ratios), 3), round(max(ratios), 3)],
+    }
+
+
+def main() -> None:
+    import torch
+
+    from transformer.decoding import greedy_decode
+    from transformer.engine.machine import cpu_name
+    from transformer.engine.onnx_export import export_onnx
+    from transformer.engine.onnx_translator import OnnxTranslator
+    from transformer.engine.shipped import load_translator
+    from transformer.files import atomic_write_bytes
+
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeats", type=int, default=REPEATS)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    checkpoint = load_translator(MODEL)
+    model = checkpoint.model.eval()
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx_dir = export_onnx(MODEL, Path(tmp) / MODEL)
+        onnx = OnnxTranslator(onnx_dir)
+        one = torch.tensor([checkpoint.src_tokenizer.encode(SENTENCE)])  # (1, S)
+        arms = {
+            "pytorch_cache": lambda: greedy_decode(model, one),
+            "pytorch_no_cache": lambda: greedy_decode(model, one, use_cache=False),
+            "onnx": lambda: onnx.greedy(one.numpy()),
+        }
+        outputs = {
+            "pytorch_cache": greedy_decode(model, one)[0].tokens,
+            "pytorch_no_cache": greedy_decode(model, one, use_cache=False)[0].tokens,
+        }
+        assert outputs["pytorch_cache"] == outputs["pytorch_no_cache"]
+        for fn in arms.values():  # warm-up, not measured
+            fn()
+        names = list(arms)
+        ms = {name: [] for name in names}
+        for repeat in range(args.repeats):
+            turn = repeat % len(names)  # each arm first in some repeats, last in others
+            for name in names[turn:] + names[:turn]:
+                ms[name].append(best_ms(arms[name]))
+            print(
+                f"repeat {repeat}: "
+                + ", ".join(f"{n} {ms[n][-1]:.1f} ms" for n in names),
+                flush=True,
+            )
+    ratios = {
+        key: ratio_summary([a / b for a, b in zip(ms[top], ms[bottom])])
+        for key, (top, bottom) in RATIOS.items()
+    }
+    for key, summary in ratios.items():
+        print(key, json.dumps(summary))
+    if args.repeats < REPEATS:
+        return  # a quick look is not the appendix's measurement
+    result = {
+        "model": MODEL,
+        "sentence": SENTENCE,
+        "words": len(SENTENCE.split()),
+        "tokens_out": len(outputs["pytorch_cache"]),
+        "repeats": args.repeats,
+        "calls_per_repeat": 3,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "machine": f"{cpu_name()}, {os.cpu_count()} cores",
+        "median_ms": {n: round(statistics.median(ms[n]), 1) for n in names},
+        "ms": {n: [round(x, 2) for x in ms[n]] for n in names},
+        "ratios": ratios,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(OUT, (json.dumps(result, indent=1) + "\n").encode("utf-8"))
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
