@@ -31,9 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "96_onnx_speed.json"
 MODEL = "multi30k-de-en"
-SENTENCE = (
-    "Ein kleines Mädchen in einem roten Kleid läuft mit ihrem Hund über eine grüne Wiese."
-)
+SENTENCE = "Ein kleines Mädchen in einem roten Kleid läuft mit ihrem Hund über eine grüne Wiese."
 REPEATS = 12
 # (numerator, denominator) of each ratio the appendix reports
 RATIOS = {
@@ -65,7 +63,10 @@ def ratio_summary(ratios: list[float]) -> dict:
     p = t_p_value(mean / se, len(logs) - 1) if se > 0 else float(mean == 0)
     return {
         "geometric_mean": round(math.exp(mean), 3),
-        "interval_95": [round(math.exp(mean - half), 3), round(math.exp(mean + half), 3)],
+        "interval_95": [
+            round(math.exp(mean - half), 3),
+            round(math.exp(mean + half), 3),
+        ],
         "p_value": p,
         "log_sd": round(sd, 4),
         "range": [round(min(ratios), 3), round(max(ratios), 3)],
