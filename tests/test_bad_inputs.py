@@ -1084,6 +1084,30 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
     ),
     ("evaluate into a file", out_dir_is_a_file, None, "is a file, not a folder"),
     (
+        "evaluate into a symbolic link to nothing",
+        lambda w, r: (
+            link(w / "dangling", str(w / "nothing"))
+            and run_model("evaluate", "--model", "{model}", "--split", "val")(w, r)
+            + ["--out-dir", w / "dangling"]
+        ),
+        None,
+        "dangling is a symbolic link to",
+    ),
+    (
+        "evaluate into /proc/self",
+        run_model(
+            "evaluate",
+            "--model",
+            "{model}",
+            "--split",
+            "val",
+            "--out-dir",
+            "/proc/self",
+        ),
+        None,
+        "out_dir=/proc/self cannot be written: give a folder you can write",
+    ),
+    (
         "evaluate: the corpus files are missing",
         empty_data_dir,
         None,
@@ -1584,7 +1608,13 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
             link(w / "dangling", str(w / "nothing"))
             and with_args("--out-dir", w / "dangling")(w, r)
         ),
-        "is a link to nothing",
+        "nothing, which does not exist: remove it, or give another folder",
+    ),
+    (
+        "out_dir in /proc",
+        config_case(out_dir="/proc/foo"),
+        "out_dir=/proc/foo cannot be made: no folder can be created in /proc; give a "
+        "folder you can write",
     ),
     (
         "out_dir/checkpoints is a file",
@@ -1727,7 +1757,7 @@ def test_evaluate_into_a_folder_it_cannot_write_stops_before_translating_anythin
     for out in (folder, folder / "eval"):
         argv = ["evaluate", "--model", tiny_run, "--split", "val", "--out-dir", out]
         assert_one_line_error(
-            *run_main(argv, None, capsys, monkeypatch), "cannot be written"
+            *run_main(argv, None, capsys, monkeypatch), "give a folder you can write"
         )
     assert listing(tmp_path, tiny_run) == before
 
@@ -2156,6 +2186,20 @@ def api_cases(ckpt, onnx_dir: Path | None):
             lambda: evaluate_checkpoint("multi30k-de-en", "val"),
             InputError,
             "checkpoint must be a loaded model",
+        ),
+        (
+            "evaluate_checkpoint out_dir of bytes",
+            lambda: evaluate_checkpoint(ckpt, "val", out_dir=b"x"),
+            TypeError,
+            "out_dir must be a folder's name, a str or a path-like object such as "
+            "pathlib.Path, got bytes",
+        ),
+        (
+            "evaluate_checkpoint out_dir=3",
+            lambda: evaluate_checkpoint(ckpt, "val", out_dir=3),
+            InputError,
+            "out_dir must be a folder's name, a str or a path-like object such as "
+            "pathlib.Path, got int",
         ),
         (
             "evaluate_checkpoint limit=2.5",
