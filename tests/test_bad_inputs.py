@@ -11,6 +11,7 @@ values to every config field; the reverse check makes sure a real bug is not dre
 The model is configs/tiny.toml, trained once for the module (seconds).
 """
 
+import contextlib
 import copy
 import dataclasses
 import importlib.util
@@ -3537,6 +3538,22 @@ def test_train_with_standard_output_closed_stops_before_it_trains(tmp_path):
         "error: standard output is closed: redirect it to a file instead (> out.txt)\n"
     ), result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_train_from_python_with_standard_error_on_a_full_disk_trains_and_keeps_its_run(
+    tmp_path, monkeypatch
+):
+    """`train(config)` called from Python, where no command line wraps standard error:
+    the progress bar's failed writes were taken for out_dir's disk being full."""
+    data = tiny_config(tmp_path, progress=True, optim__max_steps=2)
+    full = open("/dev/full", "w")
+    monkeypatch.setattr(sys, "stderr", full)
+    try:
+        result = train_module.train(TrainConfig.from_dict(data))
+    finally:
+        with contextlib.suppress(OSError):  # what the bar left in its buffer
+            full.close()
+    assert result.step == 2 and list((tmp_path / "out" / "checkpoints").glob("step-*"))
 
 
 def test_train_with_standard_error_on_a_full_disk_trains_and_keeps_its_run(tmp_path):
