@@ -2363,6 +2363,34 @@ def test_odd_but_valid_api_arguments_translate_as_plain_ones_do(tiny_run):
     )
 
 
+def test_a_model_folder_whose_name_is_not_utf8_is_refused_for_its_name(
+    tiny_run, tmp_path
+):
+    """safetensors reads only names that are UTF-8: the one line says that the name,
+    not the file, is what is wrong (it said the weights were damaged)."""
+    model = shutil.copytree(tiny_run, tmp_path / os.fsdecode(b"mdl_\xff"))
+    p = cli_process(["translate", "--model", model, SENTENCE], stderr=subprocess.PIPE)
+    err = p.communicate(timeout=120)[1].decode(errors="replace")
+    assert p.returncode == 2 and err.count("\n") == 1, err
+    assert "its name is not UTF-8, and safetensors reads only names that are" in err
+
+
+def test_an_export_into_a_folder_whose_name_is_not_utf8_is_written_and_read(
+    tiny_run, tmp_path
+):
+    """torch.onnx, onnx and onnxruntime take only names that are UTF-8: the export is
+    made in memory and written by the package's own writers, and read as bytes."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from transformer import OnnxTranslator, export_onnx
+
+    odd = export_onnx(tiny_run, tmp_path / os.fsdecode(b"onnx_\xff"))
+    plain = export_onnx(tiny_run, tmp_path / "onnx")
+    assert OnnxTranslator(odd).translate([SENTENCE]) == OnnxTranslator(plain).translate(
+        [SENTENCE]
+    )
+
+
 def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(
     tiny_run, tmp_path
 ):
