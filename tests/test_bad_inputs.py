@@ -11,6 +11,7 @@ values to every config field; the reverse check makes sure a real bug is not dre
 The model is configs/tiny.toml, trained once for the module (seconds).
 """
 
+import contextlib
 import copy
 import dataclasses
 import importlib.util
@@ -1084,6 +1085,30 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
     ),
     ("evaluate into a file", out_dir_is_a_file, None, "is a file, not a folder"),
     (
+        "evaluate into a symbolic link to nothing",
+        lambda w, r: (
+            link(w / "dangling", str(w / "nothing"))
+            and run_model("evaluate", "--model", "{model}", "--split", "val")(w, r)
+            + ["--out-dir", w / "dangling"]
+        ),
+        None,
+        "dangling is a symbolic link to",
+    ),
+    (
+        "evaluate into /proc/self",
+        run_model(
+            "evaluate",
+            "--model",
+            "{model}",
+            "--split",
+            "val",
+            "--out-dir",
+            "/proc/self",
+        ),
+        None,
+        "out_dir=/proc/self cannot be written: give a folder you can write",
+    ),
+    (
         "evaluate: the corpus files are missing",
         empty_data_dir,
         None,
@@ -1584,7 +1609,13 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
             link(w / "dangling", str(w / "nothing"))
             and with_args("--out-dir", w / "dangling")(w, r)
         ),
-        "is a link to nothing",
+        "nothing, which does not exist: remove it, or give another folder",
+    ),
+    (
+        "out_dir in /proc",
+        config_case(out_dir="/proc/foo"),
+        "out_dir=/proc/foo cannot be made: no folder can be created in /proc; give a "
+        "folder you can write",
     ),
     (
         "out_dir/checkpoints is a file",
@@ -1727,7 +1758,7 @@ def test_evaluate_into_a_folder_it_cannot_write_stops_before_translating_anythin
     for out in (folder, folder / "eval"):
         argv = ["evaluate", "--model", tiny_run, "--split", "val", "--out-dir", out]
         assert_one_line_error(
-            *run_main(argv, None, capsys, monkeypatch), "cannot be written"
+            *run_main(argv, None, capsys, monkeypatch), "give a folder you can write"
         )
     assert listing(tmp_path, tiny_run) == before
 
@@ -2158,6 +2189,20 @@ def api_cases(ckpt, onnx_dir: Path | None):
             "checkpoint must be a loaded model",
         ),
         (
+            "evaluate_checkpoint out_dir of bytes",
+            lambda: evaluate_checkpoint(ckpt, "val", out_dir=b"x"),
+            TypeError,
+            "out_dir must be a folder's name, a str or a path-like object such as "
+            "pathlib.Path, got bytes",
+        ),
+        (
+            "evaluate_checkpoint out_dir=3",
+            lambda: evaluate_checkpoint(ckpt, "val", out_dir=3),
+            InputError,
+            "out_dir must be a folder's name, a str or a path-like object such as "
+            "pathlib.Path, got int",
+        ),
+        (
             "evaluate_checkpoint limit=2.5",
             lambda: evaluate_checkpoint(ckpt, "val", limit=2.5),
             InputError,
@@ -2315,6 +2360,34 @@ def test_odd_but_valid_api_arguments_translate_as_plain_ones_do(tiny_run):
         ckpt, [SENTENCE, "Zwei Hunde spielen."], beam_size=4, alpha=0.6, max_len_a=1e19
     ) == translate(
         ckpt, [SENTENCE, "Zwei Hunde spielen."], beam_size=4, alpha=0.6, max_len_a=1e6
+    )
+
+
+def test_a_model_folder_whose_name_is_not_utf8_is_refused_for_its_name(
+    tiny_run, tmp_path
+):
+    """safetensors reads only names that are UTF-8: the one line says that the name,
+    not the file, is what is wrong (it said the weights were damaged)."""
+    model = shutil.copytree(tiny_run, tmp_path / os.fsdecode(b"mdl_\xff"))
+    p = cli_process(["translate", "--model", model, SENTENCE], stderr=subprocess.PIPE)
+    err = p.communicate(timeout=120)[1].decode(errors="replace")
+    assert p.returncode == 2 and err.count("\n") == 1, err
+    assert "its name is not UTF-8, and safetensors reads only names that are" in err
+
+
+def test_an_export_into_a_folder_whose_name_is_not_utf8_is_written_and_read(
+    tiny_run, tmp_path
+):
+    """torch.onnx, onnx and onnxruntime take only names that are UTF-8: the export is
+    made in memory and written by the package's own writers, and read as bytes."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from transformer import OnnxTranslator, export_onnx
+
+    odd = export_onnx(tiny_run, tmp_path / os.fsdecode(b"onnx_\xff"))
+    plain = export_onnx(tiny_run, tmp_path / "onnx")
+    assert OnnxTranslator(odd).translate([SENTENCE]) == OnnxTranslator(plain).translate(
+        [SENTENCE]
     )
 
 
@@ -2526,6 +2599,32 @@ def test_a_resume_whose_every_tokenizer_is_a_pipe_or_dev_zero_stops_without_wait
     assert (
         err.decode().splitlines()[-1].startswith("error: no intact checkpoint under")
     ), err.decode()
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="Linux's /proc")
+@pytest.mark.parametrize("delay", [0.0, 0.2, 0.5])
+def test_ctrl_c_while_the_command_is_still_importing_torch_is_one_line_and_130(delay):
+    """A Ctrl-C while torch is imported (its library mapped, `delay` seconds before)
+    ends as one during the work does. (One within Python's own start, before any of
+    the package runs, is the interpreter's to report.)"""
+    p = cli_process(
+        ["translate", SENTENCE],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    maps = Path(f"/proc/{p.pid}/maps")
+    end = time.monotonic() + 60
+    while p.poll() is None and time.monotonic() < end:
+        with contextlib.suppress(OSError):
+            if "libtorch" in maps.read_text():
+                break
+        time.sleep(0.005)
+    time.sleep(delay)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode in (130, -signal.SIGINT), (p.returncode, err.decode())
+    assert err.decode().strip() == "interrupted", err.decode()
 
 
 def test_ctrl_c_during_training_ends_with_one_line_and_the_run_resumes(
@@ -3476,6 +3575,22 @@ def test_train_with_standard_output_closed_stops_before_it_trains(tmp_path):
         "error: standard output is closed: redirect it to a file instead (> out.txt)\n"
     ), result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_train_from_python_with_standard_error_on_a_full_disk_trains_and_keeps_its_run(
+    tmp_path, monkeypatch
+):
+    """`train(config)` called from Python, where no command line wraps standard error:
+    the progress bar's failed writes were taken for out_dir's disk being full."""
+    data = tiny_config(tmp_path, progress=True, optim__max_steps=2)
+    full = open("/dev/full", "w")
+    monkeypatch.setattr(sys, "stderr", full)
+    try:
+        result = train_module.train(TrainConfig.from_dict(data))
+    finally:
+        with contextlib.suppress(OSError):  # what the bar left in its buffer
+            full.close()
+    assert result.step == 2 and list((tmp_path / "out" / "checkpoints").glob("step-*"))
 
 
 def test_train_with_standard_error_on_a_full_disk_trains_and_keeps_its_run(tmp_path):

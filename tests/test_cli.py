@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from transformer.engine.cli import main
-from transformer.engine.command_input import read_input_lines
+from transformer.engine.command_input import read_input_lines, stdin_lines
 from transformer.errors import CommandError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,6 +80,30 @@ def test_read_lines_keeps_empty_lines_and_refuses_bytes_that_are_not_utf8():
     ]  # one input line, one output line
     with pytest.raises(CommandError, match="not UTF-8: byte 0xe4 at offset 1"):
         read_input_lines("Männer".encode("latin-1"))
+
+
+def test_translate_at_a_terminal_says_how_to_end_its_input_before_it_waits(
+    monkeypatch, capsys
+):
+    hint = (
+        "reading sentences from standard input, one per line; end with Ctrl-D "
+        "(Ctrl-Z Enter on Windows)\n"
+    )
+
+    class Keyboard(io.BytesIO):  # what is typed, read only after the hint is shown
+        def read(self, size: int = -1) -> bytes:
+            if self.tell() == 0:
+                assert capsys.readouterr().err == hint
+            return super().read(size)
+
+    class Terminal(io.TextIOWrapper):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal(Keyboard(b"Ein Hund.\n")))
+    assert stdin_lines() == ["Ein Hund."]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Ein Hund.\n")))
+    assert stdin_lines() == ["Ein Hund."] and capsys.readouterr().err == ""
 
 
 def test_help_of_every_command_works():

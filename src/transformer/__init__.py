@@ -5,8 +5,9 @@ edit). This file is the public surface: what a reader imports.
 
 `transformer.attention` is the attention function (its module is `transformer.attention` in
 `sys.modules`, reached with `from transformer.attention import ...`). `transformer.train(config)` runs a
-training run (its module is `transformer.engine.trainer`). Every public name but `attention` is
-imported when it is first used, so `import transformer` costs torch and chapter 02 only.
+training run (its module is `transformer.engine.trainer`). Every public name is imported when it is
+first used, so `import transformer` costs nothing: the command line (`__main__.py`) is running, and
+hears a Ctrl-C, before torch is imported.
 
 Two floors: the chapters' modules (`attention`, `multihead`, ... `decoder_only`) hold the mechanisms
 they teach; `transformer.engine` (the appendices) stands on them with corpora, configuration,
@@ -20,10 +21,29 @@ package's own errors, `TransformerError` and its family in `transformer.errors`;
 
 __version__ = "0.1.0"
 
-from transformer.attention import attention  # the function: chapter 02's promise
+import sys
+import types
 
-# every other public name is imported when first asked for (`transformer.X`), so that
-# `import transformer` costs torch and chapter 02, not the engine and its libraries
+
+class _Package(types.ModuleType):
+    """`transformer.attention` is chapter 02's function, imported when first asked for,
+    even after its module is imported (importing it sets the package's attribute of the
+    same name, which this setter ignores)."""
+
+    @property
+    def attention(self):
+        from transformer.attention import attention
+
+        return attention
+
+    @attention.setter
+    def attention(self, module) -> None:
+        pass
+
+
+sys.modules[__name__].__class__ = _Package
+
+# every other public name is imported when first asked for (`transformer.X`) too
 _WHERE = {
     "load_multi30k": "transformer.engine.corpora",
     "load_parallel": "transformer.engine.corpora",

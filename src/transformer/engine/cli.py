@@ -19,14 +19,12 @@ from ..translation import translate
 from .distributed import select_device
 from .onnx_export import export_onnx
 from ..errors import CommandError, NonFiniteLossError, TransformerError
-from .full_disk import after_a_full_evaluation, full_disk_is_one_line
-from transformer.engine.streams import (
-    StdoutClosed,
-    check_stdout,
-    open_streams,
-    say,
+from transformer.engine.full_disk import (
+    after_a_full_evaluation,
+    full_disk_is_one_line,
     stderr_that_drops,
 )
+from .streams import StdoutClosed, check_stdout, open_streams, say
 from .trainer import train
 
 # %% ../../../notebooks/97_command_line.ipynb #ca1de245

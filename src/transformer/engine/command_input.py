@@ -88,6 +88,12 @@ def stdin_lines() -> list[str]:
             "standard input is closed: give the sentences as arguments, or pipe them "
             "in (transformer translate < sentences.txt)"
         )
+    if sys.stdin.isatty():  # a person at a terminal, who would see nothing happen
+        print(
+            "reading sentences from standard input, one per line; end with Ctrl-D "
+            "(Ctrl-Z Enter on Windows)",
+            file=sys.stderr,
+        )
     blocks, size = [], 0
     while block := _read_stdin():
         blocks.append(block)

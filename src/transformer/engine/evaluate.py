@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -18,10 +17,10 @@ from collections.abc import Iterator, Sequence
 
 from ..checks import check_translator, is_integer
 from ..decoding import BATCH_SIZE
-from ..errors import InputError
+from ..errors import InputError, InputTypeError
 from ..evaluation import Score, corpus_bleu, corpus_chrf, group_references
 from .full_disk import after_a_full_evaluation, full_disk_is_one_line
-from ..files import atomic_files, create_folder
+from ..files import atomic_files, folder_problem, writable_folder
 from ..translation import decoding_settings, translate
 
 # %% ../../../notebooks/97_command_line.ipynb #b8cc869b
@@ -34,11 +33,6 @@ def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
     missing parents) and write a probe file, and check that the `names` it will write
     there are files or absent. Returns the topmost folder it created (None if `out`
     existed), or raises `InputError` with nothing left behind."""
-    if out.exists() and not out.is_dir():
-        raise InputError(
-            f"out_dir={out} is a file, not a folder: "
-            "give a folder for <split>.hyp and <split>.json"
-        )
     # a folder (or anything but a file) where a result goes would stop the writing
     # half-way
     for name in names:
@@ -48,24 +42,24 @@ def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
                 f"{target} exists and is not a file: "
                 "move it away, or give another out_dir"
             )
-    top = None
     try:
-        top = create_folder(out)
-        tempfile.TemporaryFile(dir=out).close()  # a probe: removed as it closes
+        return writable_folder(out)
     except OSError as e:
-        if top is not None:
-            shutil.rmtree(top, ignore_errors=True)
-        raise InputError(
-            f"out_dir={out} cannot be written: {e.strerror}; "
-            "give a folder you can write to (--out-dir)"
-        ) from None
-    return top
+        raise InputError(f"out_dir={folder_problem(out, e)}") from None
 
 # %% ../../../notebooks/97_command_line.ipynb #d3a76244
-def _check_evaluation_inputs(checkpoint, pairs, split: str, limit: int) -> None:
-    """Refuse a checkpoint, a `limit`, a `split` name or `pairs` that `evaluate_pairs`
-    cannot use (the checkpoint and the integer by `translate`'s own rules)."""
+def _check_evaluation_inputs(
+    checkpoint, pairs, split: str, limit: int, out_dir
+) -> None:
+    """Refuse a checkpoint, a `limit`, a `split` name, `pairs` or an `out_dir` that
+    `evaluate_pairs` cannot use (the checkpoint and the integer by `translate`'s own
+    rules)."""
     check_translator(checkpoint)
+    if out_dir is not None and not isinstance(out_dir, (str, os.PathLike)):
+        raise InputTypeError(
+            "out_dir must be a folder's name, a str or a path-like object such as "
+            f"pathlib.Path, got {type(out_dir).__name__}"
+        )
     if not is_integer(limit) or limit < 0:
         raise InputError(f"limit={limit!r} must be an integer >= 0 (0: every sentence)")
     # the longest file name is 255 bytes, and ".json" comes after the split's name
@@ -194,7 +188,7 @@ def evaluate_pairs(
     """
     if isinstance(pairs, Iterator):  # a generator is read once, here
         pairs = list(pairs)
-    _check_evaluation_inputs(checkpoint, pairs, split, limit)
+    _check_evaluation_inputs(checkpoint, pairs, split, limit, out_dir)
     limit = int(limit)
     # the model's recommended beam size and length penalty
     settings = decoding_settings(checkpoint)

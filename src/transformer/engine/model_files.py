@@ -16,6 +16,7 @@ from torch import nn
 from .config import TrainConfig
 from ..errors import CheckpointError, InputError
 from ..files import check_regular_file
+from .config_parsing import is_utf8
 from .digests import write_digests
 from ..memory import check_fits
 from .model_config import ModelConfig, build_model, model_bytes
@@ -103,6 +104,11 @@ def _unreadable(path: Path, e: Exception) -> CheckpointError:
         return CheckpointError(
             f"{path} disappeared while it was read (a training run pruning its "
             "old checkpoints?): try again"
+        )
+    if not is_utf8(str(path)):  # safetensors takes only names that are UTF-8
+        return CheckpointError(
+            f"{path} cannot be read: its name is not UTF-8, and safetensors reads "
+            "only names that are; rename the folder to a UTF-8 name"
         )
     return CheckpointError(
         f"{path} cannot be read ({e}): the file is damaged or was cut short; "

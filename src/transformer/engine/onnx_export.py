@@ -6,6 +6,7 @@ __all__ = ['OPSET', 'FORMAT', 'EXPORTED', 'EncoderGraph', 'DecoderGraph', 'weigh
 # %% ../../../notebooks/96_onnx.ipynb #91b27bb2
 import errno
 import hashlib
+import io
 import json
 import os
 import warnings
@@ -73,7 +74,7 @@ class DecoderGraph(nn.Module):
         return m.generator(h[:, -1]), cross  # (B, V), (N, B, h, T, S)
 
 # %% ../../../notebooks/96_onnx.ipynb #ca85851e
-def _float16_initializers(path: Path) -> None:
+def _float16_initializers(graph_bytes: bytes) -> bytes:
     """Store each float32 weight that float16 holds exactly as float16, cast back to
     float32 on load.
 
@@ -82,7 +83,7 @@ def _float16_initializers(path: Path) -> None:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    graph = (proto := onnx.load(str(path))).graph
+    graph = (proto := onnx.load_model_from_string(graph_bytes)).graph
     kept, casts = [], []
     for init in graph.initializer:
         w = numpy_helper.to_array(init)
@@ -107,7 +108,7 @@ def _float16_initializers(path: Path) -> None:
     del graph.node[:]
     graph.node.extend(nodes)
     onnx.checker.check_model(proto)
-    atomic_write_bytes(path, proto.SerializeToString())
+    return proto.SerializeToString()
 
 # %% ../../../notebooks/96_onnx.ipynb #2aadff31
 def _export(
@@ -123,10 +124,12 @@ def _export(
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         # shape checks traced as constants
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        # into memory: torch.onnx and onnx take only names that are UTF-8, the
+        # package's own writer takes any name the system allows
         torch.onnx.export(
             module,
             args,
-            str(path),
+            graph := io.BytesIO(),
             dynamo=False,
             input_names=inputs,
             output_names=outputs,
@@ -134,7 +137,7 @@ def _export(
             opset_version=OPSET,
             do_constant_folding=True,
         )
-    _float16_initializers(path)
+    atomic_write_bytes(path, _float16_initializers(graph.getvalue()))
 
 
 def weights_sha256(model_dir: str | Path) -> str:

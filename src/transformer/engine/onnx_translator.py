@@ -170,9 +170,11 @@ class OnnxTranslator:
 
     @staticmethod
     def _session(onnxruntime, path: Path, options):
+        # its bytes, not its name: onnxruntime takes only names that are UTF-8
+        graph = _export_file(path, 4 << 30)
         try:
             return onnxruntime.InferenceSession(
-                str(path), options, providers=["CPUExecutionProvider"]
+                graph, options, providers=["CPUExecutionProvider"]
             )
         except Exception as e:
             # onnxruntime's own exception types (InvalidProtobuf, Fail):

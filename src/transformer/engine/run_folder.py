@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 try:
@@ -32,7 +31,12 @@ from transformer.errors import (
     InputError,
     RunExistsError,
 )
-from ..files import create_folder, expand_user
+from transformer.files import (
+    create_folder,
+    expand_user,
+    folder_problem,
+    writable_folder,
+)
 
 
 def run_config(config: TrainConfig) -> TrainConfig:
@@ -50,17 +54,11 @@ def run_config(config: TrainConfig) -> TrainConfig:
 def _make_run_folder(out: Path) -> Path | None:
     """Create `out` (and its missing parents); return the topmost folder created, None
     if `out` existed."""
-    if out.is_symlink() and not out.exists():
-        raise ConfigError(
-            f"out_dir={out} is a link to nothing: remove it, or set another out_dir"
-        )
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"out_dir={out} is a file, not a folder: set another out_dir")
     try:
         # made a moment ago by another run: the lock decides which of the two goes on
         return create_folder(out)
     except OSError as e:
-        raise ConfigError(f"out_dir={out} cannot be created: {e.strerror}") from None
+        raise ConfigError(f"out_dir={folder_problem(out, e)}") from None
 
 
 def _check_writable(out: Path) -> None:
@@ -69,7 +67,7 @@ def _check_writable(out: Path) -> None:
     for folder in (out, out / "checkpoints"):
         try:
             if folder.is_dir():
-                tempfile.TemporaryFile(dir=folder).close()  # a probe: gone as it closes
+                writable_folder(folder)  # a probe file, gone as it closes
         except OSError as e:
             raise ConfigError(
                 f"out_dir={out}: {folder} cannot be written ({e.strerror}), and the "

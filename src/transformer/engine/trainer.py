@@ -18,7 +18,11 @@ from tqdm.auto import tqdm
 
 from .config import TrainConfig
 from ..data import collate
-from .full_disk import after_a_full_disk, full_disk_is_one_line
+from transformer.engine.full_disk import (
+    after_a_full_disk,
+    full_disk_is_one_line,
+    stderr_that_drops,
+)
 from ..errors import NonFiniteLossError
 from .distributed import DistInfo, all_reduce_sum, select_device
 from ..loss import label_smoothed_loss
@@ -174,7 +178,9 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         created_group = True
     try:
+        # a progress bar that standard error cannot take is not out_dir's full disk
         with (
+            stderr_that_drops(),
             full_disk_is_one_line(config.out_dir, after_a_full_disk),
             float32_products(device, config.precision),
         ):
