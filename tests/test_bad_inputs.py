@@ -48,6 +48,7 @@ from transformer.errors import (
     CheckpointError,
     ConfigError,
     InputError,
+    InputTypeError,
 )
 from transformer.translation import translate
 from transformer.engine.metrics import MetricsLog, read_metrics
@@ -1993,6 +1994,18 @@ def api_cases(ckpt, onnx_dir: Path | None):
             "beam_size=2.5: give an integer from 1",
         ),
         (
+            "translate beam_size=tensor(2)",
+            lambda: translate(ckpt, [SENTENCE], beam_size=torch.tensor(2)),
+            InputTypeError,
+            "beam_size=tensor(2) is a torch.Tensor, not a number",
+        ),
+        (
+            "beam_search beam_size=tensor(2)",
+            lambda: beam_search(ckpt.model, src, beam_size=torch.tensor(2)),
+            InputTypeError,
+            "beam_size=tensor(2) is a torch.Tensor, not a number",
+        ),
+        (
             "translate beam_size=True",
             lambda: translate(ckpt, [SENTENCE], beam_size=True),
             InputError,
@@ -3311,8 +3324,27 @@ def old_mac_tsv(work: Path, run: Path) -> list:
     )(work, run)
 
 
+def old_mac_config(work: Path, run: Path) -> list:
+    """A config file whose lines end in "\\r" alone: TOML reads no such line end."""
+    argv = config_case()(work, run)
+    argv[2].write_bytes(argv[2].read_bytes().replace(b"\n", b"\r"))
+    return argv
+
+
+# line 3 of the source holds a "\r"; the target was made from the source by a
+# program that ends lines at "\r" (Python's text mode), so it has one line more
+SPLIT = GERMAN.replace(b"Hund 2 ", b"Hund\r2 ")
+SPLIT_ENGLISH = SPLIT.decode().replace("Ein Hund", "A dog").replace("\r", "\n")
+
 TRAIN_CASES += [  # the fifth trial (issue 54)
     ("a TSV corpus with old Mac line endings", old_mac_tsv, "old Mac line endings"),
+    ("a config file with old Mac line endings", old_mac_config, "old Mac line endings"),
+    (
+        "a parallel corpus one of whose lines holds a carriage return",
+        parallel_corpus(SPLIT, SPLIT_ENGLISH.encode()),
+        "train.de holds a carriage return (\\r) inside it, which a program that "
+        "ends lines at \\r reads as two lines",
+    ),
 ]
 
 
@@ -3659,9 +3691,11 @@ def chapter_door_cases():
     from transformer.embedding import sinusoidal_positional_encoding
     from transformer.engine.corpora import load_multi30k, load_tatoeba, split_pairs
     from transformer.engine.corpora import load_tsv
-    from transformer.engine.model_config import ModelConfig
+    from transformer.decoder_only import sample
+    from transformer.engine.model_config import ModelConfig, build_model
     from transformer.errors import InputTypeError
     from transformer.evaluation import corpus_bleu, corpus_chrf
+    from decimal import Decimal
     from transformer.loss import label_smoothed_loss
     from transformer.masking import causal_mask, padding_mask
     from transformer.model import Transformer
@@ -3670,6 +3704,10 @@ def chapter_door_cases():
 
     logits, target = torch.randn(1, 2, 5), torch.tensor([[1, 2]])
     q = torch.randn(1, 2, 4)
+    decoder_only = build_model(
+        ModelConfig(30, 30, 8, 2, 0, 1, 16, share_embeddings=True)
+    ).eval()
+    src = torch.tensor([[5, 6, 7]])
     cases = [
         (
             "tiled_attention(causal='no')",
@@ -3811,6 +3849,18 @@ def chapter_door_cases():
             "or a non-empty list of them per sentence",
         ),
         (
+            "sample, temperature a Decimal",
+            lambda: sample(decoder_only, src, temperature=Decimal("0.5")),
+            InputTypeError,
+            "temperature=Decimal('0.5') is a decimal.Decimal, not a number",
+        ),
+        (
+            "sample, temperature a 0-dim tensor",
+            lambda: sample(decoder_only, src, temperature=torch.tensor(0.5)),
+            InputTypeError,
+            "temperature=tensor(0.5000) is a torch.Tensor, not a number",
+        ),
+        (
             "Transformer(ModelConfig) without its parts",
             lambda: Transformer(ModelConfig(30, 30)),
             InputTypeError,
@@ -3873,6 +3923,86 @@ def test_the_memory_check_counts_the_process_s_own_limit():
     )
     assert result.returncode == 0, result.stderr
     assert 0 < int(result.stdout) < limit, result.stdout
+
+
+def test_build_model_refuses_a_model_larger_than_the_memory_in_one_line():
+    """A billion-piece vocabulary (4 TB of weights) under a 3 GB address-space limit
+    was torch's allocator error; the paper's base model still fits."""
+    import resource
+
+    limit = 3 << 30
+    code = (
+        "from transformer import ModelConfig, build_model\n"
+        "from transformer.errors import ConfigError\n"
+        "build_model(ModelConfig(37000, 37000))\n"
+        "try:\n"
+        "    build_model(ModelConfig(10**9, 10**9))\n"
+        "except ConfigError as e:\n"
+        "    print(e)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(
+        r"the model that the ModelConfig describes \(its float32 weights\) needs "
+        r"about 4,100\.\d GB, but cpu memory has [\d.]+ GB available: lower d_model, "
+        r"d_ff, the layer counts, max_len or the vocabulary sizes\n",
+        result.stdout,
+    ), result.stdout
+
+
+def test_memory_that_runs_out_during_a_training_step_is_one_line(
+    tmp_path, monkeypatch, capsys, course_data
+):
+    """The estimate before a run counts weights, gradients and Adam's moments, not a
+    batch's activations: the paper's base model under a 4 GB limit passed it and then
+    died in torch's allocator, with a traceback."""
+
+    def too_much(*args, **kwargs):
+        torch.empty(1 << 62, dtype=torch.uint8)  # an allocation the system refuses
+
+    monkeypatch.setattr(train_module, "train_step", too_much)
+    monkeypatch.chdir(tmp_path)
+    argv = config_case()(tmp_path, None) + ["--no-progress"]
+    before = listing(tmp_path)
+    assert_one_line_error(
+        *run_main(argv, None, capsys, monkeypatch),
+        "training ran out of cpu memory (an allocation was refused): lower "
+        "optim.max_tokens",
+    )
+    assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_the_memory_check_counts_the_cgroup_s_limit(tmp_path, monkeypatch, version):
+    """A container's (or a batch job's) memory limit is a cgroup's: the system's
+    free memory was all that was counted. The cgroup above the process's own limits
+    it too; "max" (v2) is no limit."""
+    import transformer.memory as memory
+
+    if version == "v2":
+        proc = "0::/job/task\n"
+        own = tmp_path / "job" / "task"
+        names = ("memory.max", "memory.current")
+    else:
+        proc = "5:cpu,cpuacct:/job/task\n4:memory:/job/task\n"
+        own = tmp_path / "memory" / "job" / "task"
+        names = ("memory.limit_in_bytes", "memory.usage_in_bytes")
+    own.mkdir(parents=True)
+    (tmp_path / "cgroup").write_text(proc)
+    for folder, (limit, used) in [(own, (5000, 1000)), (own.parent, (3000, 500))]:
+        (folder / names[0]).write_text(f"{limit}\n")
+        (folder / names[1]).write_text(f"{used}\n")
+    monkeypatch.setattr(memory, "PROC_CGROUP", tmp_path / "cgroup")
+    monkeypatch.setattr(memory, "CGROUP_ROOT", tmp_path)
+    assert memory.available_memory("cpu") == 2500  # the parent's 3000 less 500
+    (own.parent / names[0]).write_text("max\n" if version == "v2" else "9" * 19)
+    assert memory.available_memory("cpu") == 4000
 
 
 def test_evaluate_of_the_current_folder_names_its_files_for_it(

@@ -155,7 +155,7 @@ def test_an_output_as_long_as_max_len_after_a_source_as_long_as_max_len_has_posi
     [
         (dict(temperature=0.0), "temperature=0.0: a finite number > 0"),
         (dict(temperature=float("nan")), "temperature=nan: a finite number > 0"),
-        (dict(temperature=True), "temperature=True: a finite number > 0"),
+        (dict(temperature=True), "temperature=True is a bool, not a number"),
         (dict(top_k=0), "top_k=0: an integer >= 1, or None"),
         (dict(top_k=2.5), "top_k=2.5: an integer >= 1, or None"),
         (dict(top_p=0.0), "top_p=0.0: a number in (0, 1]"),

@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/11_decoding.ipynb, ../../notebooks/18_decoder_only.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'MAX_ALPHA', 'SMALL_BEAM_BYTES', 'CHARS_PER_TOKEN', 'is_integer', 'is_real', 'check_source', 'check_output_limits', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'clean', 'encode_to_fit', 'check_sampling']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'MAX_ALPHA', 'SMALL_BEAM_BYTES', 'CHARS_PER_TOKEN', 'is_integer', 'is_real', 'check_number', 'check_source', 'check_output_limits', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'clean', 'encode_to_fit', 'check_sampling']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask, a search's
@@ -114,6 +114,19 @@ def is_real(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
+def check_number(name: str, x) -> None:
+    """Refuse, naming its type, a setting that is no real number (a 0-dim tensor, a
+    Decimal, a bool, a str): the doors take Python's and NumPy's numbers, and then
+    check their ranges."""
+    if not is_real(x):
+        kind, library = type(x).__qualname__, type(x).__module__.split(".")[0]
+        kind = kind if library == "builtins" else f"{library}.{kind}"
+        raise InputTypeError(
+            f"{name}={x!r} is a {kind}, not a number: pass a Python number (int(x) or "
+            "float(x) converts a 0-dim tensor or a Decimal)"
+        )
+
+
 def check_source(model, src: Tensor) -> None:
     """Refuse a model that is not a `Seq2SeqModel`, and a source batch that is not
     (B, S) token ids of the model's source vocabulary, longer than the model reads, or
@@ -174,9 +187,10 @@ MAX_ALPHA = 10.0
 
 def check_output_limits(max_len_a: float, max_len_b: int) -> None:
     """The output-length rule a * S + b: a finite number a >= 0, an integer b >= 1."""
+    check_number("max_len_a", max_len_a)
+    check_number("max_len_b", max_len_b)
     if not (
-        is_real(max_len_a)
-        and math.isfinite(max_len_a)
+        math.isfinite(max_len_a)
         and max_len_a >= 0
         and is_integer(max_len_b)
         and max_len_b >= 1
@@ -192,13 +206,15 @@ def check_decoding(beam_size: int, alpha: float, vocab_size: int) -> None:
     wider one has nothing to hold at the first step), or a length penalty exponent that
     is not a number from 0 to `MAX_ALPHA` (a NaN exponent would make every score NaN, so
     that none could win)."""
+    check_number("beam_size", beam_size)
+    check_number("alpha", alpha)
     if not is_integer(beam_size) or not 1 <= beam_size <= vocab_size:
         raise InputError(
             f"beam_size={beam_size!r}: give an integer from 1 (greedy decoding) to the "
             f"target vocabulary's {vocab_size} pieces; beams of 4 to 8 are usual"
         )
     # a NaN makes every score NaN; a huge one overflows lp
-    if not is_real(alpha) or not 0 <= alpha <= MAX_ALPHA:
+    if not 0 <= alpha <= MAX_ALPHA:
         raise InputError(
             f"alpha={alpha!r}: the length penalty's exponent must be a number from 0 "
             f"to {MAX_ALPHA} (0.6 to 1.5 are usual)"
@@ -209,6 +225,7 @@ def check_beam(model, src: Tensor, beam_size: int, alpha: float, n_best: int) ->
     """What `beam_search` refuses: a beam or alpha out of range, an n_best that is not
     an integer from 1 to the beam, a source batch the model cannot read."""
     check_decoding(beam_size, alpha, model.config.tgt_vocab_size)
+    check_number("n_best", n_best)
     if not is_integer(n_best) or not 1 <= n_best <= beam_size:
         raise InputError(
             f"n_best={n_best!r}: the hypotheses returned per sentence, an integer "
@@ -300,6 +317,7 @@ def check_sentences(sentences, batch_size) -> list[str]:
                 f"sentences[{i}] is not valid Unicode: character {e.start + 1} is a "
                 "lone surrogate (text read from bytes that were not UTF-8)"
             ) from None
+    check_number("batch_size", batch_size)
     if not is_integer(batch_size) or batch_size < 1:
         raise InputError(f"batch_size={batch_size!r} must be an integer >= 1")
     return sentences
@@ -351,14 +369,18 @@ def encode_to_fit(
 
 def check_sampling(temperature, top_k, top_p, generator=None) -> None:
     """Refuse a setting no sampler can use (`sample`), saying what it must be."""
-    if not (is_real(temperature) and math.isfinite(temperature) and temperature > 0):
+    check_number("temperature", temperature)
+    if not (math.isfinite(temperature) and temperature > 0):
         raise InputError(
             f"temperature={temperature!r}: a finite number > 0 (1 samples the "
             "model's own distribution; for the most probable token use greedy_decode)"
         )
-    if top_k is not None and not (is_integer(top_k) and top_k >= 1):
-        raise InputError(f"top_k={top_k!r}: an integer >= 1, or None for no cut")
-    if not (is_real(top_p) and 0 < top_p <= 1):
+    if top_k is not None:
+        check_number("top_k", top_k)
+        if not is_integer(top_k) or top_k < 1:
+            raise InputError(f"top_k={top_k!r}: an integer >= 1, or None for no cut")
+    check_number("top_p", top_p)
+    if not 0 < top_p <= 1:
         raise InputError(f"top_p={top_p!r}: a number in (0, 1]; 1 cuts nothing")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise InputTypeError(

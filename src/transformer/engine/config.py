@@ -17,13 +17,13 @@ from pydantic import Field
 from transformer.engine.config_parsing import (
     SET_BY_TOKENIZER,
     STRICT,
+    config_text,
     is_utf8,
     parse_config,
     strict_copy,
 )
 from .corpus_files import MULTI30K_SPLITS
 from ..errors import ConfigError
-from ..files import read_regular_file
 from ..tokenizer import PAD_ID
 from .model_config import BUILDING, ModelConfig, check_setting
 
@@ -367,23 +367,10 @@ class TrainConfig:
                 "(the configs live in configs/*.toml)"
             )
         try:
-            d = tomllib.loads(
-                read_regular_file(path, 16 << 20, ConfigError)
-                .decode("utf-8")
-                .removeprefix("\ufeff")
-            )
+            d = tomllib.loads(config_text(path))
         except RecursionError:
             raise ConfigError(
                 f"{path} nests its arrays or tables too deeply to be a config"
-            ) from None
-        except OSError as e:
-            raise ConfigError(
-                f"config file {path} cannot be read: {e.strerror}"
-            ) from None
-        except UnicodeDecodeError as e:
-            raise ConfigError(
-                f"{path} is not UTF-8: byte 0x{e.object[e.start]:02x} at offset "
-                f"{e.start}; save it as UTF-8"
             ) from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{path} is not valid TOML: {e}") from None

@@ -101,6 +101,21 @@ def _drop_empty(
     return [(src, tgt) for src, tgt in pairs if src and tgt]
 
 # %% ../../../notebooks/91_corpora.ipynb #56ad296f
+def _carriage_return(*files: tuple[str | Path, list[str]]) -> str:
+    """Where the first of `files` (path, lines) holds a "\\r" inside a line, in words
+    ("" if none): a program that ends a line at "\\r" (Python's text mode, old Mac
+    tools) reads that line as two, and a file made from it has one line more."""
+    for path, lines in files:
+        for n, line in enumerate(lines, start=1):
+            if "\r" in line:
+                return (
+                    f"; line {n} of {path} holds a carriage return (\\r) inside it, "
+                    "which a program that ends lines at \\r reads as two lines: "
+                    "replace it (tr '\\r' ' ') and make again any file made from it"
+                )
+    return ""
+
+
 def load_parallel(
     src_path: str | Path, tgt_path: str | Path, *, on_empty: str = "skip"
 ) -> list[tuple[str, str]]:
@@ -116,6 +131,7 @@ def load_parallel(
         raise CorpusFormatError(
             f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: "
             f"the files must be aligned line by line, one sentence a line"
+            + _carriage_return((src_path, src), (tgt_path, tgt))
         )
     pairs = [(s.strip(), t.strip()) for s, t in zip(src, tgt)]
     return _drop_empty(

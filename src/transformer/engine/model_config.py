@@ -21,6 +21,7 @@ from torch import nn
 from ..decoder_only import DecoderOnly
 from ..embedding import sinusoidal_positional_encoding
 from ..errors import ConfigError, InputError
+from ..memory import check_fits
 from ..model import Transformer
 from ..modern import modern_parts, rotary_angles
 from ..multihead import head_width
@@ -121,11 +122,21 @@ def _check_together(c: ModelConfig) -> None:
 def build_model(config: ModelConfig) -> nn.Module:
     """The model `config` describes: chapter 08's `Transformer` made of chapter 16's
     parts (with chapter 17's grouped-query attention when `kv_heads` asks for it), or
-    with `num_encoder_layers = 0` chapter 18's `DecoderOnly`."""
+    with `num_encoder_layers = 0` chapter 18's `DecoderOnly`. A model larger than the
+    free memory of the device it is built on is refused before anything is allocated."""
     if not isinstance(config, ModelConfig):
         raise InputError(
             f"build_model takes a ModelConfig, got {type(config).__name__}: "
             "transformer.ModelConfig(src_vocab_size, tgt_vocab_size, ...)"
+        )
+    device = torch.get_default_device()
+    if device.type != "meta":  # (model_bytes builds on meta: nothing is allocated)
+        check_fits(
+            model_bytes(config),
+            device,
+            "the model that the ModelConfig describes (its float32 weights)",
+            "d_model, d_ff, the layer counts, max_len or the vocabulary sizes",
+            ConfigError,
         )
     decoder_only = config.num_encoder_layers == 0
     choices = dict(

@@ -23,7 +23,8 @@ from transformer.engine.full_disk import (
     full_disk_is_one_line,
     stderr_that_drops,
 )
-from ..errors import NonFiniteLossError
+from ..errors import ConfigError, NonFiniteLossError
+from ..memory import out_of_memory_is_one_line
 from .distributed import DistInfo, all_reduce_sum, select_device
 from ..loss import label_smoothed_loss
 from ..model import evaluating
@@ -158,6 +159,14 @@ class TrainResult:
     history: list[dict]
 
 
+# what a run that runs out of memory during a step can lower
+_LOWER = (
+    "optim.max_tokens (the tokens of one batch), data.max_len, or the model's sizes "
+    "(model.d_model, model.d_ff, the layer counts, data.vocab_size), then start a "
+    "new run"
+)
+
+
 def train(config: TrainConfig, resume: bool = False) -> TrainResult:
     """Train a Transformer as `config` says; with `resume`, continue the run in
     `config.out_dir`.
@@ -177,11 +186,14 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
             torch.cuda.set_device(device)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         created_group = True
+    # a step's activations, which no estimate counted, may still run out: one line
+    ran_out = out_of_memory_is_one_line("training", device, _LOWER, ConfigError)
     try:
         # a progress bar that standard error cannot take is not out_dir's full disk
         with (
             stderr_that_drops(),
             full_disk_is_one_line(config.out_dir, after_a_full_disk),
+            ran_out,
             float32_products(device, config.precision),
         ):
             return _train(config, resume, info, device)
