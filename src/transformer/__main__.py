@@ -1,14 +1,24 @@
 # Hand-written, not exported from a notebook: `python -m transformer ...` and the `transformer` script
 # run the course's command line, exported from notebooks/97_command_line.ipynb into
-# transformer/engine/cli.py. It is imported here, inside `main`, so that a Ctrl-C while torch
+# transformer/engine/cli.py. It is imported here, inside `command_line`, so that a Ctrl-C while torch
 # is still being imported ends as one during the work does: one line and status 130.
+import signal
 import sys
 
 
 def command_line() -> int:
+    # A Ctrl-C that lands inside an extension module's import (numpy's, torch's) can leave
+    # it half loaded, or be swallowed by a library that retries the import: SIGINT waits
+    # until the imports are done (about two seconds), and then interrupts as usual.
+    held = hasattr(signal, "pthread_sigmask")
     try:
-        from transformer.engine.cli import main
-
+        if held:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            from transformer.engine.cli import main
+        finally:
+            if held:  # a Ctrl-C pressed meanwhile is raised here
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         return main()
     except KeyboardInterrupt:  # before `cli.main` hears it (during the imports)
         print("interrupted", file=sys.stderr)
