@@ -1110,6 +1110,15 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         "out_dir=/proc/self cannot be written: give a folder you can write",
     ),
     (
+        "evaluate into a folder whose name is too long",
+        lambda w, r: (
+            run_model("evaluate", "--model", "{model}", "--split", "val")(w, r)
+            + ["--out-dir", w / ("x" * 300) / "y"]
+        ),
+        None,
+        "cannot be used (File name too long): give a folder you can write",
+    ),
+    (
         "evaluate: the corpus files are missing",
         empty_data_dir,
         None,
@@ -4003,6 +4012,12 @@ def test_the_memory_check_counts_the_cgroup_s_limit(tmp_path, monkeypatch, versi
     assert memory.available_memory("cpu") == 2500  # the parent's 3000 less 500
     (own.parent / names[0]).write_text("max\n" if version == "v2" else "9" * 19)
     assert memory.available_memory("cpu") == 4000
+    # the page cache the kernel can free (inactive files) is counted as free, as the
+    # system's MemAvailable counts it: a container that has read a few GB of files
+    # is not full
+    key = "inactive_file" if version == "v2" else "total_inactive_file"
+    (own / "memory.stat").write_text(f"anon 100\n{key} 600\nactive_file 300\n")
+    assert memory.available_memory("cpu") == 4600
 
 
 def test_evaluate_of_the_current_folder_names_its_files_for_it(

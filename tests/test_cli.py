@@ -82,26 +82,43 @@ def test_read_lines_keeps_empty_lines_and_refuses_bytes_that_are_not_utf8():
         read_input_lines("Männer".encode("latin-1"))
 
 
-def test_translate_at_a_terminal_says_how_to_end_its_input_before_it_waits(
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="a pseudo-terminal (POSIX)")
+def test_translate_at_a_terminal_says_how_to_end_its_input_and_one_ctrl_d_ends_it(
     monkeypatch, capsys
 ):
+    """At a terminal the input is read line by line: the hint comes before the wait,
+    and one Ctrl-D at the start of a line ends the input (a read that filled its
+    block waited for a second one). Piped input gets no hint."""
+    import pty
+    import select
+
     hint = (
         "reading sentences from standard input, one per line; end with Ctrl-D "
-        "(Ctrl-Z Enter on Windows)\n"
+        "at the start of a line (Ctrl-Z Enter on Windows)"
     )
-
-    class Keyboard(io.BytesIO):  # what is typed, read only after the hint is shown
-        def read(self, size: int = -1) -> bytes:
-            if self.tell() == 0:
-                assert capsys.readouterr().err == hint
-            return super().read(size)
-
-    class Terminal(io.TextIOWrapper):
-        def isatty(self) -> bool:
-            return True
-
-    monkeypatch.setattr(sys, "stdin", Terminal(Keyboard(b"Ein Hund.\n")))
-    assert stdin_lines() == ["Ein Hund."]
+    keyboard, terminal = pty.openpty()
+    code = (
+        "from transformer.engine.command_input import stdin_lines; "
+        "print(stdin_lines(), flush=True)"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(terminal)
+    try:
+        ready, _, _ = select.select([p.stderr], [], [], 60)
+        assert ready and p.stderr.readline().strip() == hint
+        os.write(keyboard, "Ein Hund.\nZwei Männer.\n".encode())
+        os.write(keyboard, b"\x04")  # Ctrl-D at the start of a line
+        out, _ = p.communicate(timeout=30)
+    finally:
+        p.kill()
+        os.close(keyboard)
+    assert out.strip() == "['Ein Hund.', 'Zwei Männer.']"
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Ein Hund.\n")))
     assert stdin_lines() == ["Ein Hund."] and capsys.readouterr().err == ""
 

@@ -6,20 +6,22 @@ PyTorch without it, and by the cache-free ONNX graphs that `export_onnx` writes.
 
 The shipped German->English model, exported into a temporary folder. One sentence of 15 words, decoded
 greedily to its end (EOS) by each of the three, on one thread (onnxruntime's `OnnxTranslator` runs on one
-thread too). After one unmeasured run of each, every repeat times the three one after another, in an order
-that turns from repeat to repeat (none is always first), each as the fastest of three calls (the one least
-disturbed by the rest of the machine).
+thread too); all three give the same tokens. After one unmeasured run of each, every repeat times the three
+one after another, each as the fastest of three calls (the one least disturbed by the rest of the machine),
+in one of the six orders of the three, every order twice over the 12 repeats (so that no arm always runs
+before another).
 
 A time ratio is taken within each repeat, where both sides met the same machine. The figures: each arm's
 median time; for each ratio, its geometric mean over the repeats with a 95 % t-interval and a paired t-test
-of "the ratio is 1" (both on the logarithms of the repeats' ratios). The repeats are not independent draws
-from all machines: the interval says how well this machine's ratio is pinned down, not what another
-machine would measure.
+of "the ratio is 1" (both on the logarithms of the repeats' ratios). The t-interval treats the repeats as
+independent; they are consecutive runs of one session on one machine, whose load drifts, so the interval
+describes this machine at that time (and is too narrow if the load drifted), not another machine.
 
 The chapter reads the JSON; its tests never time anything (a timing assert fails on a busy machine).
 """
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -74,6 +76,7 @@ def ratio_summary(ratios: list[float]) -> dict:
 
 
 def main() -> None:
+    import onnxruntime
     import torch
 
     from transformer.decoding import greedy_decode
@@ -88,6 +91,8 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=REPEATS)
     args = parser.parse_args()
+    if args.repeats < 2:
+        parser.error("--repeats must be 2 or more (an interval needs two repeats)")
     torch.set_num_threads(1)
     checkpoint = load_translator(MODEL)
     model = checkpoint.model.eval()
@@ -103,15 +108,18 @@ def main() -> None:
         outputs = {
             "pytorch_cache": greedy_decode(model, one)[0].tokens,
             "pytorch_no_cache": greedy_decode(model, one, use_cache=False)[0].tokens,
+            "onnx": onnx.greedy(one.numpy())[0],
         }
+        # the same tokens: the three do the same work
         assert outputs["pytorch_cache"] == outputs["pytorch_no_cache"]
+        assert list(outputs["onnx"]) == list(outputs["pytorch_cache"]), outputs
         for fn in arms.values():  # warm-up, not measured
             fn()
         names = list(arms)
         ms = {name: [] for name in names}
+        orders = list(itertools.permutations(names))  # each pair in both orders
         for repeat in range(args.repeats):
-            turn = repeat % len(names)  # each arm first in some repeats, last in others
-            for name in names[turn:] + names[:turn]:
+            for name in orders[repeat % len(orders)]:
                 ms[name].append(best_ms(arms[name]))
             print(
                 f"repeat {repeat}: "
@@ -135,6 +143,7 @@ def main() -> None:
         "calls_per_repeat": 3,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
+        "onnxruntime": onnxruntime.__version__,
         "machine": f"{cpu_name()}, {os.cpu_count()} cores",
         "median_ms": {n: round(statistics.median(ms[n]), 1) for n in names},
         "ms": {n: [round(x, 2) for x in ms[n]] for n in names},

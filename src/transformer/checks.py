@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/11_decoding.ipynb, ../../notebooks/18_decoder_only.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'MAX_ALPHA', 'SMALL_BEAM_BYTES', 'CHARS_PER_TOKEN', 'is_integer', 'is_real', 'check_number', 'check_source', 'check_output_limits', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'clean', 'encode_to_fit', 'check_sampling']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'MAX_ALPHA', 'CHARS_PER_TOKEN', 'is_integer', 'is_real', 'check_number', 'check_source', 'check_output_limits', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'clean', 'encode_to_fit', 'check_sampling']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask, a search's
@@ -96,6 +96,7 @@ def check_attention_inputs(
 # the rules of chapter 11's doors: greedy_decode, beam_search and translate
 import math
 import numbers
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
@@ -119,11 +120,19 @@ def check_number(name: str, x) -> None:
     Decimal, a bool, a str): the doors take Python's and NumPy's numbers, and then
     check their ranges."""
     if not is_real(x):
-        kind, library = type(x).__qualname__, type(x).__module__.split(".")[0]
-        kind = kind if library == "builtins" else f"{library}.{kind}"
+        t = type(x)
+        top = t.__module__.split(".")[0]  # numpy.float64, torch.Tensor: as imported
+        where = (
+            top
+            if getattr(sys.modules.get(top), t.__qualname__, None) is t
+            else t.__module__
+        )
+        kind = t.__qualname__ if top == "builtins" else f"{where}.{t.__qualname__}"
+        shown = " ".join(repr(x).split())  # one line, however x prints
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
         raise InputTypeError(
-            f"{name}={x!r} is a {kind}, not a number: pass a Python number (int(x) or "
-            "float(x) converts a 0-dim tensor or a Decimal)"
+            f"{name}={shown} is a {kind}, not a number: pass a Python number (int(x) "
+            "or float(x) converts a 0-dim tensor or a Decimal)"
         )
 
 
@@ -250,23 +259,15 @@ def beam_bytes(model, B: int, S: int, k: int, steps: int) -> int:
     return 4 * B * k * per_row
 
 
-# A beam estimated under this many bytes is not weighed against the free memory:
-# asking the system costs a file read at every call, and a quarter of a GB is spare
-# on any machine that runs torch.
-SMALL_BEAM_BYTES = 2**28
-
-
 def check_beam_fits(model, B: int, S: int, k: int, steps: int, device) -> None:
     """Refuse, before the first step, a beam of k over B sentences of S tokens (at most
     `steps` output tokens each) whose rows would not fit in the device's free memory."""
-    nbytes = beam_bytes(model, B, S, k, steps)
-    if nbytes >= SMALL_BEAM_BYTES:
-        check_fits(
-            nbytes,
-            device,
-            f"beam search with a beam of {k} over {B} sentence(s)",
-            "the beam size or the batch size",
-        )
+    check_fits(
+        beam_bytes(model, B, S, k, steps),
+        device,
+        f"beam search with a beam of {k} over {B} sentence(s)",
+        "the beam size or the batch size",
+    )
 
 
 def check_translator(checkpoint) -> None:

@@ -197,6 +197,10 @@ def folder_problem(path: str | Path, error: OSError) -> str:
     path = Path(path)
     # "No such file or directory" of a folder that exists (/proc) would mislead
     cause = "" if error.errno == errno.ENOENT else f" ({error.strerror})"
+    try:
+        path.is_symlink() and path.exists()  # these ask the system too
+    except OSError as e:  # a folder above that cannot be entered, a name too long
+        return f"{path} cannot be used ({e.strerror}): give a folder you can write"
     if path.is_symlink() and not path.exists():
         return (
             f"{path} is a symbolic link to {os.readlink(path)}, which does not "

@@ -67,10 +67,12 @@ STDIN_LIMIT = 256 << 20  # bytes of sentences read from standard input in one co
 
 # %% ../../../notebooks/97_command_line.ipynb #2f6d7357
 def _read_stdin() -> bytes:
-    """The next block of standard input (1 MB at most), or one line if it cannot be
-    read (opened for writing only: `0> file`)."""
+    """The next block of standard input (1 MB at most; a terminal's next line), or one
+    line if it cannot be read (opened for writing only: `0> file`)."""
     try:
-        return sys.stdin.buffer.read(1 << 20)
+        # one read of the file, not as many as fill the block: `read` would wait for a
+        # second Ctrl-D at a terminal, which gives one line a read
+        return sys.stdin.buffer.read1(1 << 20)
     except OSError as e:
         raise CommandError(
             f"standard input cannot be read ({e.strerror}): give the sentences as "
@@ -91,7 +93,7 @@ def stdin_lines() -> list[str]:
     if sys.stdin.isatty():  # a person at a terminal, who would see nothing happen
         print(
             "reading sentences from standard input, one per line; end with Ctrl-D "
-            "(Ctrl-Z Enter on Windows)",
+            "at the start of a line (Ctrl-Z Enter on Windows)",
             file=sys.stderr,
         )
     blocks, size = [], 0

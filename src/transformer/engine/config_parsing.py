@@ -8,6 +8,7 @@ __all__ = ['STRICT', 'SET_BY_TOKENIZER', 'strict_copy', 'config_text', 'is_utf8'
 # pydantic, its first mistake worded as one line; and what a resume may change
 import dataclasses
 import json
+import shlex
 import typing
 from dataclasses import field
 from pathlib import Path
@@ -74,8 +75,8 @@ def config_text(path: Path) -> str:
     if old_mac_line_endings(text):
         raise ConfigError(
             f"{path} has old Mac line endings (\\r alone), which TOML does not read: "
-            f"convert them to \\n (tr '\\r' '\\n' < {path.name} > new.toml) and give "
-            "the converted file in its place"
+            "convert them to \\n (tr '\\r' '\\n' < "
+            f"{shlex.quote(str(path))} > new.toml) and give new.toml in its place"
         )
     return text.removeprefix("\ufeff")
 

@@ -7,6 +7,7 @@ __all__ = ['HELD_OUT', 'old_mac_line_endings', 'read_lines', 'load_parallel', 'l
 # %% ../../../notebooks/91_corpora.ipynb #c68e9a78
 import hashlib
 import logging
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -65,8 +66,8 @@ def read_lines(path: str | Path) -> list[str]:
     if old_mac_line_endings(text):
         raise CorpusFormatError(
             f"{path} has old Mac line endings (\\r alone): convert them to \\n "
-            "(tr '\\r' '\\n', on the text: gunzip a .gz first) and give the "
-            "converted file in its place"
+            f"(tr '\\r' '\\n' < {shlex.quote(str(path))} > fixed.txt, on the text: "
+            "gunzip a .gz first) and give the converted file in its place"
         )
     lines = text.removeprefix("\ufeff").split("\n")
     if lines[-1] == "":
@@ -111,7 +112,9 @@ def _carriage_return(*files: tuple[str | Path, list[str]]) -> str:
                 return (
                     f"; line {n} of {path} holds a carriage return (\\r) inside it, "
                     "which a program that ends lines at \\r reads as two lines: "
-                    "replace it (tr '\\r' ' ') and make again any file made from it"
+                    f"replace it (tr '\\r' ' ' < {shlex.quote(str(path))} > fixed.txt, "
+                    "on the text: gunzip a .gz first) and make again any file made "
+                    "from it"
                 )
     return ""
 

@@ -33,8 +33,12 @@ def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
     missing parents) and write a probe file, and check that the `names` it will write
     there are files or absent. Returns the topmost folder it created (None if `out`
     existed), or raises `InputError` with nothing left behind."""
+    try:
+        top = writable_folder(out)
+    except OSError as e:
+        raise InputError(f"out_dir={folder_problem(out, e)}") from None
     # a folder (or anything but a file) where a result goes would stop the writing
-    # half-way
+    # half-way (out existed: a folder just made holds nothing)
     for name in names:
         target = out / name
         if (target.exists() or target.is_symlink()) and not target.is_file():
@@ -42,10 +46,7 @@ def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
                 f"{target} exists and is not a file: "
                 "move it away, or give another out_dir"
             )
-    try:
-        return writable_folder(out)
-    except OSError as e:
-        raise InputError(f"out_dir={folder_problem(out, e)}") from None
+    return top
 
 # %% ../../../notebooks/97_command_line.ipynb #d3a76244
 def _check_evaluation_inputs(
