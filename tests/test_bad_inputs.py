@@ -808,6 +808,19 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         'decoding.json must hold {"beam_size": an integer from 1 to the target vocabulary',
     ),
     (
+        "decoding.json a list, not an object",
+        decoding_json("[4, 1.0]"),
+        None,
+        'decoding.json must hold {"beam_size": an integer from 1 to the target '
+        'vocabulary\'s 1000, "alpha": a number from 0 to 10}, got [4, 1.0]: fix it',
+    ),
+    (
+        "decoding.json a beam of true",
+        decoding_json('{"beam_size": true}'),
+        None,
+        "got {'beam_size': True}: fix it",
+    ),
+    (
         "decoding.json a misspelt setting",
         decoding_json('{"beam_size": 4, "aplha": 1.0}'),
         None,
@@ -818,13 +831,14 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         "decoding.json beam 1e9",
         decoding_json('{"beam_size": 1e9, "alpha": 0.6}'),
         None,
-        "beam_size=1000000000.0",
+        "got {'beam_size': 1000000000.0, 'alpha': 0.6}",
     ),
     (
         "decoding.json beam 1000000000",
         decoding_json('{"beam_size": 1000000000, "alpha": 0.6}'),
         None,
-        "beam_size=1000000000: give an integer from 1 (greedy decoding) to the target vocabulary's 1000 pieces",
+        'an integer from 1 to the target vocabulary\'s 1000, "alpha": a number from 0 '
+        "to 10}, got {'beam_size': 1000000000, 'alpha': 0.6}",
     ),
     (
         "decoding.json a named pipe",
@@ -913,7 +927,7 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         "decoding.json alpha 1000",
         decoding_json('{"beam_size": 4, "alpha": 1000}'),
         None,
-        "alpha=1000",
+        "got {'beam_size': 4, 'alpha': 1000}: fix it",
     ),
     (
         "decoding.json nested 30,000 deep",
@@ -2360,6 +2374,25 @@ def test_each_bad_argument_of_the_python_api_raises_an_error_that_names_it(
             name,
             str(info.value),
         )
+
+
+def test_greedy_decoding_of_more_rows_than_the_memory_holds_is_one_line(
+    tiny_run, monkeypatch
+):
+    """Greedy decoding holds per sentence what a beam of 1 holds (scores over the
+    vocabulary, the decoder's keys and values): a batch too large for the memory is
+    refused before the first step, as a beam is (it ran until the allocator failed)."""
+    import transformer.memory as memory
+    from transformer.decoding import greedy_decode
+
+    ckpt = load_checkpoint(tiny_run)
+    rows = 30_000  # about 0.6 GB of rows for the tiny model: over the floor
+    monkeypatch.setattr(memory, "available_memory", lambda device="cpu": 100 << 20)
+    with pytest.raises(InputError, match=f"greedy decoding over {rows} sentence"):
+        greedy_decode(ckpt.model, torch.tensor([[5, 6, 7]]).expand(rows, 3))
+    with pytest.raises(InputError, match=f"greedy decoding over {rows} sentence"):
+        translate(ckpt, [SENTENCE] * rows, beam_size=1, batch_size=rows)
+    assert translate(ckpt, [SENTENCE], beam_size=1)  # one row: under the floor
 
 
 def test_odd_but_valid_api_arguments_translate_as_plain_ones_do(tiny_run):

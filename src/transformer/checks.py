@@ -261,12 +261,14 @@ def beam_bytes(model, B: int, S: int, k: int, steps: int) -> int:
 
 def check_beam_fits(model, B: int, S: int, k: int, steps: int, device) -> None:
     """Refuse, before the first step, a beam of k over B sentences of S tokens (at most
-    `steps` output tokens each) whose rows would not fit in the device's free memory."""
+    `steps` output tokens each) whose rows would not fit in the device's free memory;
+    k = 1 is greedy decoding, whose B rows hold the same."""
+    search = "greedy decoding" if k == 1 else f"beam search with a beam of {k}"
     check_fits(
         beam_bytes(model, B, S, k, steps),
         device,
-        f"beam search with a beam of {k} over {B} sentence(s)",
-        "the beam size or the batch size",
+        f"{search} over {B} sentence(s)",
+        "the batch size" if k == 1 else "the beam size or the batch size",
     )
 
 

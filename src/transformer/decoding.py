@@ -190,6 +190,7 @@ def greedy_decode(
     limits = output_limits(
         source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len
     )
+    check_beam_fits(model, *src.shape, 1, max(limits, default=1), src.device)
     return _greedy(model, src, limits, use_cache, pick)
 
 

@@ -101,8 +101,8 @@ def translate(
     )
     out = [""] * len(ids)
     batches = length_batches([len(x) for x in ids], batch_size)
-    if batches and beam_size > 1:
-        # the longest batch and the widest one: about the most a beam will hold
+    if batches:
+        # the longest batch and the widest one: about the most the rows will hold
         S, b = len(ids[batches[-1][-1]]), len(batches[0])
         steps = output_limits([S], max_len_a, max_len_b, limit)[0]
         check_beam_fits(model, b, S, beam_size, steps, device)

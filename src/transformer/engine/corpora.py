@@ -169,7 +169,8 @@ def load_tsv(
         if line.strip() and len(fields) < need:
             raise CorpusFormatError(
                 f"{path}, line {number}: {len(fields)} tab-separated field(s), "
-                f"but column {need - 1} was asked for (columns count from 0)"
+                f"but column {need - 1} was asked for (columns count from 0): each "
+                "line needs its source and target sentences separated by a tab"
             )
         pairs.append(
             (fields[src_col].strip(), fields[tgt_col].strip())

@@ -257,29 +257,24 @@ def read_decoding(directory: Path, tgt_vocab_size: int) -> dict:
         raise CheckpointError(
             f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): {fix}"
         ) from None
-    unknown = (
-        [k for k in chosen if k not in DEFAULT_DECODING]
-        if isinstance(chosen, dict)
-        else []
+    must_hold = (
+        f'{path} must hold {{"beam_size": an integer from 1 to the target '
+        f'vocabulary\'s {tgt_vocab_size}, "alpha": a number from 0 to {MAX_ALPHA:g}}}, '
+        f"got {chosen!r:.80}: {fix}"
     )
+    if not isinstance(chosen, dict):
+        raise CheckpointError(must_hold)
+    unknown = [k for k in chosen if k not in DEFAULT_DECODING]
     if unknown:  # a misspelt setting, which would silently decode with the default
         raise CheckpointError(
             f"{path} holds {unknown[0][:40]!r}, which is not a decoding setting (those "
             f"are {', '.join(DEFAULT_DECODING)}): {fix}"
         )
-    settings = (
-        {k: chosen.get(k, v) for k, v in DEFAULT_DECODING.items()}
-        if isinstance(chosen, dict)
-        else {}
-    )
+    settings = {k: chosen.get(k, v) for k, v in DEFAULT_DECODING.items()}
     try:
-        check_decoding(settings.get("beam_size"), settings.get("alpha"), tgt_vocab_size)
-    except InputError as e:
-        raise CheckpointError(
-            f'{path} must hold {{"beam_size": an integer from 1 to the target '
-            f'vocabulary\'s size, "alpha": a number from 0 to {MAX_ALPHA:g}}}, '
-            f"got {chosen!r:.80} ({e}): {fix}"
-        ) from None
+        check_decoding(settings["beam_size"], settings["alpha"], tgt_vocab_size)
+    except InputError:  # its advice (int(x), float(x)) is for Python, not a file
+        raise CheckpointError(must_hold) from None
     return settings
 
 # %% ../../../notebooks/93_checkpoints.ipynb #11b25865
