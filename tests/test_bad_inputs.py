@@ -558,7 +558,7 @@ RUN_CASES = [  # damage done to a copy of the whole run folder
     (
         "latest leads out through a link",
         latest_through_a_link,
-        "holds 'elsewhere', not the name of a checkpoint",
+        "elsewhere is a symbolic link (to ",
     ),
     (
         "latest names a checkpoint that is gone",
@@ -3355,6 +3355,49 @@ TRAIN_CASES += [  # the fifth trial (issue 54)
         "ends lines at \\r reads as two lines",
     ),
 ]
+
+
+def step_linked_to_another_run(work: Path, run: Path) -> list:
+    """out/checkpoints/<latest step> replaced by a link to another run's copy of it."""
+    argv = existing_run("--resume")(work, run)
+    step = latest(work / "out")
+    shutil.copytree(step, work / "other" / step.name)
+    shutil.rmtree(step)
+    step.symlink_to(work / "other" / step.name, target_is_directory=True)
+    return argv
+
+
+TRAIN_CASES += [  # the sixth trial (issue 54)
+    (
+        "--resume with a step folder that is a link to another run's",
+        step_linked_to_another_run,
+        "is a symbolic link (to ",
+    ),
+]
+
+
+def test_a_resume_on_a_read_only_filesystem_says_so_rather_than_chmod(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    """chmod cannot make a folder on a read-only file system (mount -o ro) writable:
+    the message says where the run is, and to copy it."""
+    argv = existing_run("--resume")(tmp_path, tiny_run) + ["--no-progress"]
+    real = os.statvfs
+
+    def read_only(path):
+        fields = list(real(path))
+        fields[8] |= os.ST_RDONLY  # f_flag
+        return os.statvfs_result(fields)
+
+    monkeypatch.setattr(os, "statvfs", read_only)
+    monkeypatch.chdir(tmp_path)
+    before = listing(tmp_path, tiny_run)
+    status, out, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(
+        status, out, err, "is on a read-only filesystem: copy the run"
+    )
+    assert "chmod" not in err
+    assert listing(tmp_path, tiny_run) == before
 
 
 # ---------------------------------------------------------------- every TRAIN_CASES row, the later trials' too
