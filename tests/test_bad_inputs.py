@@ -2418,6 +2418,8 @@ def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(
 ):
     pytest.importorskip("onnxruntime")
     from transformer import OnnxTranslator, export_onnx
+    from transformer.engine.digests import write_digests
+    from transformer.engine.onnx_export import EXPORTED
 
     good = export_onnx(tiny_run, tmp_path / "good")
     assert OnnxTranslator(good).translate(s for s in [SENTENCE]) == OnnxTranslator(
@@ -2501,6 +2503,19 @@ def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(
             "translator.json",
             lambda p: edit_json(p, max_len_a=math.nan),
             "holds settings no export writes",
+        ),
+        (  # as if its graphs were another export's, SHA256SUMS made again
+            "translator.json",
+            lambda p: edit_json(p, d_model=48) or write_digests(p.parent, EXPORTED),
+            "do not fit together or its translator.json (encoder.onnx's memory "
+            "has 32 along axis -1, translator.json's d_model is 48)",
+        ),
+        (
+            "translator.json",
+            lambda p: (
+                edit_json(p, tgt_vocab_size=2000) or write_digests(p.parent, EXPORTED)
+            ),
+            "decoder.onnx's logits has 1000 along axis -1",
         ),
     ]
     for i, (name, damage, phrase) in enumerate(damages):
