@@ -3758,6 +3758,7 @@ def chapter_door_cases():
     from transformer.embedding import sinusoidal_positional_encoding
     from transformer.engine.corpora import load_multi30k, load_tatoeba, split_pairs
     from transformer.engine.corpora import load_tsv
+    from transformer.tokenizer import train_tokenizer
     from transformer.decoder_only import sample
     from transformer.engine.model_config import ModelConfig, build_model
     from transformer.errors import InputTypeError
@@ -3878,6 +3879,24 @@ def chapter_door_cases():
             lambda: load_tatoeba("dev"),
             InputError,
             "unknown Tatoeba split 'dev'",
+        ),
+        (
+            "load_tatoeba('val', seed='a')",
+            lambda: load_tatoeba("val", seed="a"),
+            InputError,
+            "seed='a' must be an integer >= 0",
+        ),
+        (
+            "load_tatoeba('val', seed=-1)",
+            lambda: load_tatoeba("val", seed=-1),
+            InputError,
+            "seed=-1 must be an integer >= 0",
+        ),
+        (
+            "train_tokenizer('ein hund', ...)",
+            lambda: train_tokenizer("ein hund", "unused", 20),
+            InputError,
+            "train_tokenizer needs a list of sentences, got one str",
         ),
         (
             "split_pairs, all held out",
