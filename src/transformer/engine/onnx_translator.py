@@ -204,8 +204,8 @@ class OnnxTranslator:
             width = shape[index] if shape and len(shape) > abs(index) else None
             if type(width) is int and width != m.get(key):
                 raise self._misfit(
-                    f"{what} has {width} along axis {index}, translator.json's {key} is "
-                    f"{m.get(key)!r}"
+                    f"{what} has {width} along axis {index}, "
+                    f"translator.json's {key} is {m.get(key)!r}"
                 )
 
     @staticmethod
