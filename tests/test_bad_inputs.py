@@ -558,7 +558,7 @@ RUN_CASES = [  # damage done to a copy of the whole run folder
     (
         "latest leads out through a link",
         latest_through_a_link,
-        "holds 'elsewhere', not the name of a checkpoint",
+        "elsewhere is a symbolic link (to ",
     ),
     (
         "latest names a checkpoint that is gone",
@@ -2451,6 +2451,8 @@ def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(
 ):
     pytest.importorskip("onnxruntime")
     from transformer import OnnxTranslator, export_onnx
+    from transformer.engine.digests import write_digests
+    from transformer.engine.onnx_export import EXPORTED
 
     good = export_onnx(tiny_run, tmp_path / "good")
     assert OnnxTranslator(good).translate(s for s in [SENTENCE]) == OnnxTranslator(
@@ -2534,6 +2536,19 @@ def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(
             "translator.json",
             lambda p: edit_json(p, max_len_a=math.nan),
             "holds settings no export writes",
+        ),
+        (  # as if its graphs were another export's, SHA256SUMS made again
+            "translator.json",
+            lambda p: edit_json(p, d_model=48) or write_digests(p.parent, EXPORTED),
+            "do not fit together or its translator.json (encoder.onnx's memory "
+            "has 32 along axis -1, translator.json's d_model is 48)",
+        ),
+        (
+            "translator.json",
+            lambda p: (
+                edit_json(p, tgt_vocab_size=2000) or write_digests(p.parent, EXPORTED)
+            ),
+            "decoder.onnx's logits has 1000 along axis -1",
         ),
     ]
     for i, (name, damage, phrase) in enumerate(damages):
@@ -3390,6 +3405,49 @@ TRAIN_CASES += [  # the fifth trial (issue 54)
 ]
 
 
+def step_linked_to_another_run(work: Path, run: Path) -> list:
+    """out/checkpoints/<latest step> replaced by a link to another run's copy of it."""
+    argv = existing_run("--resume")(work, run)
+    step = latest(work / "out")
+    shutil.copytree(step, work / "other" / step.name)
+    shutil.rmtree(step)
+    step.symlink_to(work / "other" / step.name, target_is_directory=True)
+    return argv
+
+
+TRAIN_CASES += [  # the sixth trial (issue 54)
+    (
+        "--resume with a step folder that is a link to another run's",
+        step_linked_to_another_run,
+        "is a symbolic link (to ",
+    ),
+]
+
+
+def test_a_resume_on_a_read_only_filesystem_says_so_rather_than_chmod(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    """chmod cannot make a folder on a read-only file system (mount -o ro) writable:
+    the message says where the run is, and to copy it."""
+    argv = existing_run("--resume")(tmp_path, tiny_run) + ["--no-progress"]
+    real = os.statvfs
+
+    def read_only(path):
+        fields = list(real(path))
+        fields[8] |= os.ST_RDONLY  # f_flag
+        return os.statvfs_result(fields)
+
+    monkeypatch.setattr(os, "statvfs", read_only)
+    monkeypatch.chdir(tmp_path)
+    before = listing(tmp_path, tiny_run)
+    status, out, err = run_main(argv, None, capsys, monkeypatch)
+    assert_one_line_error(
+        status, out, err, "is on a read-only filesystem: copy the run"
+    )
+    assert "chmod" not in err
+    assert listing(tmp_path, tiny_run) == before
+
+
 # ---------------------------------------------------------------- every TRAIN_CASES row, the later trials' too
 # (defined last: the rows added with `TRAIN_CASES +=` above are parametrized only if they come before it)
 
@@ -3733,6 +3791,7 @@ def chapter_door_cases():
     from transformer.embedding import sinusoidal_positional_encoding
     from transformer.engine.corpora import load_multi30k, load_tatoeba, split_pairs
     from transformer.engine.corpora import load_tsv
+    from transformer.tokenizer import train_tokenizer
     from transformer.decoder_only import sample
     from transformer.engine.model_config import ModelConfig, build_model
     from transformer.errors import InputTypeError
@@ -3853,6 +3912,24 @@ def chapter_door_cases():
             lambda: load_tatoeba("dev"),
             InputError,
             "unknown Tatoeba split 'dev'",
+        ),
+        (
+            "load_tatoeba('val', seed='a')",
+            lambda: load_tatoeba("val", seed="a"),
+            InputError,
+            "seed='a' must be an integer >= 0",
+        ),
+        (
+            "load_tatoeba('val', seed=-1)",
+            lambda: load_tatoeba("val", seed=-1),
+            InputError,
+            "seed=-1 must be an integer >= 0",
+        ),
+        (
+            "train_tokenizer('ein hund', ...)",
+            lambda: train_tokenizer("ein hund", "unused", 20),
+            InputError,
+            "train_tokenizer needs a list of sentences, got one str",
         ),
         (
             "split_pairs, all held out",

@@ -142,6 +142,12 @@ class Tokenizer:
 # %% ../../notebooks/09_data.ipynb #a6afe26b
 def _sentences_to_learn(sentences: Iterable[str]) -> list[str]:
     """The non-blank `sentences`, stripped: what sentencepiece learns from."""
+    if isinstance(sentences, (str, bytes)):
+        # a str is iterable: it would train on its characters, one "sentence" each
+        raise InputError(
+            f"train_tokenizer needs a list of sentences, got one {type(sentences).__name__}"
+            f" ({sentences[:30]!r}): wrap it in a list, [sentence]"
+        )
     texts = []
     for s in sentences:
         if not isinstance(s, str):

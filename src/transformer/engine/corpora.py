@@ -29,6 +29,7 @@ from transformer.engine.corpus_files import (
 )
 from .corpus_text import read_corpus_bytes
 from ..files import check_regular_file, expand_user
+from ..checks import is_integer
 
 # the name the data chapter's reports have always carried
 _log = logging.getLogger("transformer.data")
@@ -296,6 +297,12 @@ def load_tatoeba(
         raise InputError(
             f"unknown Tatoeba split {split!r}: choose 'train', "
             "'val' (or 'valid') or 'test'"
+        )
+    if not is_integer(seed) or seed < 0:
+        # a str or a negative seed would still shuffle: into another split
+        raise InputError(
+            f"seed={seed!r} must be an integer >= 0 (the one the split was made "
+            "with; 0 by default)"
         )
     path = fetch_file(
         TATOEBA_FILE,

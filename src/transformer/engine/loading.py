@@ -70,6 +70,12 @@ def _pointer_name(checkpoints: Path, pointer: str) -> str | None:
         )
     except (RuntimeError, OSError):  # a symlink loop: no folder at all
         inside = False
+    folder = Path(checkpoints) / name
+    if named and not inside and folder.is_symlink() and folder.exists():
+        raise CheckpointError(
+            f"{folder} is a symbolic link (to {os.readlink(folder)}): a checkpoint "
+            "must be a folder inside the run; copy it back in place of the link"
+        )
     if not inside:
         raise CheckpointError(
             f"{p} holds {name[:60]!r}, not the name of a checkpoint folder "

@@ -160,6 +160,7 @@ class OnnxTranslator:
         self.meta = _read_export(d)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = int(threads)
+        options.log_severity_level = 3  # errors only: no warning line on stderr
         self.encoder, self.decoder = (
             self._session(onnxruntime, d / name, options)
             for name in ("encoder.onnx", "decoder.onnx")
@@ -167,6 +168,45 @@ class OnnxTranslator:
         self.src_sp, self.tgt_sp = map(
             _tokenizer, (d / "source.model", d / "target.model")
         )
+        self.directory = d
+        self._check_fit()
+
+    def _misfit(self, why: str) -> InputError:
+        return InputError(
+            f"the graphs of {self.directory} do not fit together or its "
+            f"translator.json ({why}): export again with `transformer export-onnx`"
+        )
+
+    def _check_fit(self) -> None:
+        """The graphs' declared widths against each other and translator.json: a graph
+        swapped for another export's is refused here, not at its first run."""
+        m = self.meta
+        (memory,) = self.encoder.get_outputs()
+        shapes = {i.name: i.shape for i in self.decoder.get_inputs()}
+        shapes.update({o.name: o.shape for o in self.decoder.get_outputs()})
+        for what, shape, index, key in (
+            ("encoder.onnx's memory", memory.shape, -1, "d_model"),
+            ("decoder.onnx's memory", shapes.get("memory"), -1, "d_model"),
+            ("decoder.onnx's logits", shapes.get("logits"), -1, "tgt_vocab_size"),
+            (
+                "decoder.onnx's cross_attention",
+                shapes.get("cross_attention"),
+                0,
+                "num_layers",
+            ),
+            (
+                "decoder.onnx's cross_attention",
+                shapes.get("cross_attention"),
+                2,
+                "num_heads",
+            ),
+        ):
+            width = shape[index] if shape and len(shape) > abs(index) else None
+            if type(width) is int and width != m.get(key):
+                raise self._misfit(
+                    f"{what} has {width} along axis {index}, "
+                    f"translator.json's {key} is {m.get(key)!r}"
+                )
 
     @staticmethod
     def _session(onnxruntime, path: Path, options):
@@ -194,13 +234,21 @@ class OnnxTranslator:
     def greedy(self, src: np.ndarray) -> list[list[int]]:
         """src (B, S) padded ids -> the B output id lists (EOS removed): chapter 11's
         `greedy_steps`, stepping the graphs."""
+        from onnxruntime.capi import onnxruntime_pybind11_state as ort
+
         m = self.meta
-        (memory,) = self.encoder.run(None, {"src": src})  # (B, S, D)
-        lengths = (src != m["pad_id"]).sum(-1).tolist()
-        # (B,): EOS included
-        limits = output_limits(lengths, m["max_len_a"], m["max_len_b"], m["max_len"])
-        steps = _GraphSteps(self.decoder, memory, src)
-        return [h.tokens for h in greedy_steps(steps, torch.tensor(limits))]
+        try:
+            (memory,) = self.encoder.run(None, {"src": src})  # (B, S, D)
+            lengths = (src != m["pad_id"]).sum(-1).tolist()
+            # (B,): EOS included
+            limits = output_limits(
+                lengths, m["max_len_a"], m["max_len_b"], m["max_len"]
+            )
+            steps = _GraphSteps(self.decoder, memory, src)
+            return [h.tokens for h in greedy_steps(steps, torch.tensor(limits))]
+        except (ort.InvalidArgument, ort.Fail, ort.RuntimeException) as e:
+            # a graph that passed the checks at load and still does not fit
+            raise self._misfit(f"{type(e).__name__}: {str(e)[:80]}") from None
 
     def translate(self, sentences, batch_size: int = BATCH_SIZE) -> list[str]:
         """One output string per input sentence, in order (empty input, empty output).

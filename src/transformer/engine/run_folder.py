@@ -64,6 +64,14 @@ def _make_run_folder(out: Path) -> Path | None:
 def _check_writable(out: Path) -> None:
     """Refuse a run folder (or its checkpoints/) that this process cannot write into,
     before anything is written: the run would stop at its first file, metrics.csv."""
+    statvfs = getattr(os, "statvfs", None)  # Windows has none
+    if statvfs is not None and out.is_dir() and statvfs(out).f_flag & os.ST_RDONLY:
+        # chmod cannot help there
+        raise ConfigError(
+            f"out_dir={out} is on a read-only filesystem: copy the run to a folder "
+            "you can write to and give that as --out-dir (a run writes its "
+            "checkpoints into its out_dir)"
+        )
     for folder in (out, out / "checkpoints"):
         try:
             if folder.is_dir():
@@ -223,6 +231,13 @@ def _check_run_files(out: Path) -> None:
             raise ConfigError(
                 f"{p} should be a {'folder' if folder else 'file'} of the run, "
                 "but is not: move it away, or set another out_dir"
+            )
+    for step in sorted((out / "checkpoints").glob("step-*")):
+        # a resume would read it, and the run's pruning write through it
+        if step.is_symlink():
+            raise CheckpointError(
+                f"{step} is a symbolic link (to {os.readlink(step)}): a checkpoint "
+                "must be a folder inside the run; copy it back in place of the link"
             )
 
 
