@@ -2376,6 +2376,22 @@ def test_each_bad_argument_of_the_python_api_raises_an_error_that_names_it(
         )
 
 
+def test_a_checkpoint_losing_its_files_while_it_is_read_says_to_try_again(
+    tiny_run, tmp_path
+):
+    """A training run prunes its old checkpoints while another process loads one: a
+    file of a run's step folder that is gone says to try again (it said to copy the
+    folder again, as for a damaged copy)."""
+    from transformer.errors import CheckpointError
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    step = latest(run)
+    (step / "SHA256SUMS").unlink()
+    with pytest.raises(CheckpointError, match="pruning its checkpoints, try again"):
+        load_checkpoint(run)
+
+
 def test_greedy_decoding_of_more_rows_than_the_memory_holds_is_one_line(
     tiny_run, monkeypatch
 ):
@@ -3800,7 +3816,7 @@ def chapter_door_cases():
     from transformer.loss import label_smoothed_loss
     from transformer.masking import causal_mask, padding_mask
     from transformer.model import Transformer
-    from transformer.modern import rotary_angles
+    from transformer.modern import modern_parts, rotary_angles
     from transformer.multihead import MultiHeadAttention
 
     logits, target = torch.randn(1, 2, 5), torch.tensor([[1, 2]])
@@ -3810,6 +3826,24 @@ def chapter_door_cases():
     ).eval()
     src = torch.tensor([[5, 6, 7]])
     cases = [
+        (
+            "modern_parts(norm='batch'): it built LayerNorm",
+            lambda: modern_parts(norm="batch", max_len=8),
+            InputError,
+            "norm='batch': choose one of layer, rms",
+        ),
+        (
+            "modern_parts(feed_forward='gelu'): it built the ReLU layers",
+            lambda: modern_parts(feed_forward="gelu", max_len=8),
+            InputError,
+            "feed_forward='gelu': choose one of relu, swiglu",
+        ),
+        (
+            "modern_parts(bias='no')",
+            lambda: modern_parts(bias="no", max_len=8),
+            InputError,
+            "bias='no' must be True or False",
+        ),
         (
             "tiled_attention(causal='no')",
             lambda: tiled_attention(q, q, q, causal="no"),

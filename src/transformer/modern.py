@@ -6,7 +6,7 @@ __all__ = ['ROTARY_BASE', 'RMSNorm', 'rotary_angles', 'rotate', 'RotaryPositions
 
 # %% ../../notebooks/16_modern_block.ipynb #3ffe7e55
 from functools import partial
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -161,6 +161,14 @@ def modern_parts(
     turning queries and keys (rotary tables of `max_len` positions); `feed_forward`:
     the paper's two layers, or gated at the same size; `bias=False`: no bias in any
     linear layer or norm."""
+    for name, value in dict(
+        norm=norm, positions=positions, feed_forward=feed_forward
+    ).items():
+        allowed = get_args(modern_parts.__annotations__[name])
+        if value not in allowed:  # an unknown name would build the paper's part
+            raise InputError(f"{name}={value!r}: choose one of {', '.join(allowed)}")
+    if not isinstance(bias, bool):
+        raise InputError(f"bias={bias!r} must be True or False")
     attention = partial(MultiHeadAttention, bias=bias)
     rotary = positions == "rotary"
     self_attention = (

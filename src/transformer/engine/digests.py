@@ -66,11 +66,17 @@ def check_digests(
     folder, path = Path(folder), Path(folder) / DIGESTS
     if required is None:
         required = saved_format(folder, metadata) >= 2
+    # a run's checkpoint, whose files a training run removes when it prunes it
+    gone = (
+        f"if a training run is pruning its checkpoints, try again; else {again}"
+        if folder.parent.name == "checkpoints" and folder.name.startswith("step-")
+        else again
+    )
     if not (path.exists() or path.is_symlink()):
         if required:
             raise error(
                 f"{path} is missing: the folder was saved with the digests of its "
-                f"files; {again}"
+                f"files; {gone}"
             )
         return
     text = read_regular_file(path, 1 << 16, error).decode("utf-8", "replace")
@@ -92,7 +98,7 @@ def check_digests(
             if not ((folder / name).exists() or (folder / name).is_symlink()):
                 raise error(
                     f"{folder / name} is missing, but {DIGESTS} lists it: the folder "
-                    f"was saved with it; {again}"
+                    f"was saved with it; {gone}"
                 )
             check_regular_file(folder / name, error=error)  # a pipe would never end
             found[name] = sha256_of(folder / name)
