@@ -3807,7 +3807,8 @@ def chapter_door_cases():
     from transformer.embedding import sinusoidal_positional_encoding
     from transformer.engine.corpora import load_multi30k, load_tatoeba, split_pairs
     from transformer.engine.corpora import load_tsv
-    from transformer.tokenizer import train_tokenizer
+    from transformer.engine.corpora import load_parallel
+    from transformer.tokenizer import Tokenizer, train_tokenizer
     from transformer.decoder_only import sample
     from transformer.engine.model_config import ModelConfig, build_model
     from transformer.errors import InputTypeError
@@ -3826,6 +3827,32 @@ def chapter_door_cases():
     ).eval()
     src = torch.tensor([[5, 6, 7]])
     cases = [
+        (
+            "load_parallel of a list of paths (TypeError of pathlib)",
+            lambda: load_parallel(["a.de"], "a.en"),
+            InputTypeError,
+            "a corpus file is named by a str or a path, got list",
+        ),
+        (
+            "Tokenizer of a path (TypeError of bytes)",
+            lambda: Tokenizer("/x/tokenizer.model"),
+            InputTypeError,
+            "use Tokenizer.load(path)",
+        ),
+        (
+            "train_tokenizer(model_type='wordpiece') (sentencepiece's ValueError)",
+            lambda: train_tokenizer(
+                ["ein hund"] * 10, "/nonexistent/t", 20, model_type="wordpiece"
+            ),
+            InputError,
+            "model_type='wordpiece': sentencepiece trains bpe, unigram, char or word",
+        ),
+        (
+            "corpus_bleu(tokenize='nope') (KeyError)",
+            lambda: corpus_bleu(["a"], ["a"], tokenize="nope"),
+            InputError,
+            "tokenize='nope': sacreBLEU's tokenizers are",
+        ),
         (
             "modern_parts(norm='batch'): it built LayerNorm",
             lambda: modern_parts(norm="batch", max_len=8),

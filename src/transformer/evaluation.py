@@ -86,6 +86,11 @@ def corpus_bleu(
     older Multi30k tutorials report.
     """
     hypotheses, streams = _corpus(hypotheses, references)
+    if tokenize not in BLEU.TOKENIZERS:
+        raise InputError(
+            f"tokenize={tokenize!r}: sacreBLEU's tokenizers are "
+            f"{', '.join(BLEU.TOKENIZERS)} (13a for English, zh for Chinese)"
+        )
     metric = BLEU(tokenize=tokenize, lowercase=lowercase)
     result = metric.corpus_score(hypotheses, streams)
     return Score(

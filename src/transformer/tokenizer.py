@@ -26,6 +26,11 @@ class Tokenizer:
     """
 
     def __init__(self, model_proto: bytes, model_path: str | Path | None = None):
+        if not isinstance(model_proto, (bytes, bytearray, memoryview)):
+            raise InputTypeError(
+                f"Tokenizer takes a model's bytes, got {type(model_proto).__name__}: "
+                "for a .model file, use Tokenizer.load(path)"
+            )
         self._proto = bytes(model_proto)
         self.model_path = Path(model_path) if model_path is not None else None
         where = self.model_path or "the given bytes"
@@ -228,6 +233,10 @@ def train_tokenizer(
     sentences carry nothing to learn and are skipped.
     """
     texts = _sentences_to_learn(sentences)
+    if model_type not in ("bpe", "unigram", "char", "word"):
+        raise InputError(
+            f"model_type={model_type!r}: sentencepiece trains bpe, unigram, char or word"
+        )
     if vocab_size <= len(SPECIAL_PIECES):
         raise InputError(
             f"vocab_size={vocab_size} leaves no room beside the "

@@ -7,6 +7,7 @@ __all__ = ['HELD_OUT', 'old_mac_line_endings', 'read_lines', 'load_parallel', 'l
 # %% ../../../notebooks/91_corpora.ipynb #c68e9a78
 import hashlib
 import logging
+import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from transformer.errors import (
     CorpusFormatError,
     CorpusNotFoundError,
     InputError,
+    InputTypeError,
 )
 from transformer.engine.corpus_files import (
     CORPUS_SHA256,
@@ -50,6 +52,10 @@ def read_lines(path: str | Path) -> list[str]:
     must not depend on exotic separators, and an encoding problem must name the line
     instead of surfacing deep in a loop.
     """
+    if not isinstance(path, (str, os.PathLike)):  # bytes, a list: one file's name
+        raise InputTypeError(
+            f"a corpus file is named by a str or a path, got {type(path).__name__}"
+        )
     path = Path(path)
     if not path.exists():
         raise CorpusNotFoundError(f"{path} does not exist")
