@@ -262,7 +262,8 @@ def beam_bytes(model, B: int, S: int, k: int, steps: int) -> int:
 def check_beam_fits(model, B: int, S: int, k: int, steps: int, device) -> None:
     """Refuse, before the first step, a beam of k over B sentences of S tokens (at most
     `steps` output tokens each) whose rows would not fit in the device's free memory;
-    k = 1 is greedy decoding, whose B rows hold the same."""
+    k = 1 is greedy decoding, for which the estimate is an upper bound (it keeps no
+    second copy of the cache, and without a cache none at all)."""
     search = "greedy decoding" if k == 1 else f"beam search with a beam of {k}"
     check_fits(
         beam_bytes(model, B, S, k, steps),

@@ -86,7 +86,7 @@ def corpus_bleu(
     older Multi30k tutorials report.
     """
     hypotheses, streams = _corpus(hypotheses, references)
-    if tokenize not in BLEU.TOKENIZERS:
+    if not isinstance(tokenize, str) or tokenize not in BLEU.TOKENIZERS:
         raise InputError(
             f"tokenize={tokenize!r}: sacreBLEU's tokenizers are "
             f"{', '.join(BLEU.TOKENIZERS)} (13a for English, zh for Chinese)"

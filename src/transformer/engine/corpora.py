@@ -54,7 +54,8 @@ def read_lines(path: str | Path) -> list[str]:
     """
     if not isinstance(path, (str, os.PathLike)):  # bytes, a list: one file's name
         raise InputTypeError(
-            f"a corpus file is named by a str or a path, got {type(path).__name__}"
+            f"a corpus file is named by a str or a path, got {type(path).__name__}: "
+            "give one file's name (os.fsdecode converts bytes)"
         )
     path = Path(path)
     if not path.exists():
@@ -305,7 +306,7 @@ def load_tatoeba(
             "'val' (or 'valid') or 'test'"
         )
     if not is_integer(seed) or seed < 0:
-        # a str or a negative seed would still shuffle: into another split
+        # a seed is an integer >= 0 (a str is hashed as its text: "0" matches 0 by luck)
         raise InputError(
             f"seed={seed!r} must be an integer >= 0 (the one the split was made "
             "with; 0 by default)"

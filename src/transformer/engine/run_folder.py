@@ -18,7 +18,11 @@ except ImportError:  # Windows
     fcntl = None
 
 from .checkpoints import load_training_state, resumable_checkpoint
-from .loading import latest_checkpoint, read_train_config
+from transformer.engine.loading import (
+    latest_checkpoint,
+    read_train_config,
+    refuse_linked_checkpoint,
+)
 from .config import TrainConfig
 from .config_parsing import check_resume_compatible
 from .data_fingerprint import check_same_data, data_fingerprint
@@ -69,8 +73,8 @@ def _check_writable(out: Path) -> None:
         # chmod cannot help there
         raise ConfigError(
             f"out_dir={out} is on a read-only filesystem: copy the run to a folder "
-            "you can write to and give that as --out-dir (a run writes its "
-            "checkpoints into its out_dir)"
+            "you can write to and give that as out_dir (--out-dir); a new run: give "
+            "an out_dir on a writable filesystem (a run writes its checkpoints there)"
         )
     for folder in (out, out / "checkpoints"):
         try:
@@ -234,11 +238,7 @@ def _check_run_files(out: Path) -> None:
             )
     for step in sorted((out / "checkpoints").glob("step-*")):
         # a resume would read it, and the run's pruning write through it
-        if step.is_symlink():
-            raise CheckpointError(
-                f"{step} is a symbolic link (to {os.readlink(step)}): a checkpoint "
-                "must be a folder inside the run; copy it back in place of the link"
-            )
+        refuse_linked_checkpoint(step)
 
 
 def _refuse_existing_run(out: Path, checkpoints: Path) -> None:
