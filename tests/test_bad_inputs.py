@@ -2632,14 +2632,14 @@ def test_an_export_killed_midway_leaves_nothing_the_next_export_does_not_remove(
         "real = e._export_graphs\n"
         "def killed(m, out):\n"
         "    real(m, out)\n"
-        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "e._export_graphs = killed\n"
         "from transformer.engine.cli import main\n"
         f"sys.exit(main(['export-onnx', '--model', {str(tiny_run)!r}, "
         f"'--out', {str(out)!r}]))\n"
     )
     p = subprocess.run([sys.executable, "-c", kill], capture_output=True, timeout=120)
-    assert p.returncode == -signal.SIGTERM, p.stderr.decode()
+    assert p.returncode == -signal.SIGKILL, p.stderr.decode()
     assert [q.name[:10] for q in tmp_path.iterdir()] == [".onnx.tmp-"]
     alive = tmp_path / f".onnx.tmp-{os.getpid()}-x"  # a live export's: kept
     alive.mkdir()
@@ -2713,8 +2713,15 @@ def test_ctrl_c_while_the_command_is_still_importing_torch_is_one_line_and_130(d
     assert err.decode().strip() == "interrupted", err.decode()
 
 
-def test_ctrl_c_during_training_ends_with_one_line_and_the_run_resumes(
-    tmp_path, course_data
+@pytest.mark.parametrize(
+    "sent, status, word",
+    [
+        (signal.SIGINT, 130, "interrupted"),
+        (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+    ],
+)
+def test_ctrl_c_or_sigterm_during_training_ends_with_one_line_and_the_run_resumes(
+    tmp_path, course_data, sent, status, word
 ):
     data = tiny_config(tmp_path, optim__epochs=200)
     config = write_config(tmp_path / "c.toml", data)
@@ -2730,10 +2737,10 @@ def test_ctrl_c_during_training_ends_with_one_line_and_the_run_resumes(
     end = time.monotonic() + 120
     while not latest_pointer.exists() and time.monotonic() < end and p.poll() is None:
         time.sleep(0.05)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sent)
     _, err = p.communicate(timeout=60)
-    assert p.returncode == 130 and err.decode().strip().splitlines()[-1] == (
-        "interrupted; `--resume` continues from the last checkpoint, if one was written (if not, start again)"
+    assert p.returncode == status and err.decode().strip().splitlines()[-1] == (
+        f"{word}; `--resume` continues from the last checkpoint, if one was written (if not, start again)"
     ), err.decode()
     assert "Traceback" not in err.decode()
     step = load_training_state(latest(Path(data["out_dir"])))["step"]

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from transformer.engine.config import parse_model_config
 from transformer.engine.model_config import ModelConfig
-from transformer.errors import ConfigError
-from transformer.model import Transformer, TransformerConfig, evaluating
+from transformer.errors import ConfigError, InputError, InputTypeError
+from transformer.model import Transformer, TransformerConfig, closed_form, evaluating
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -89,6 +89,40 @@ def test_the_chapter_config_is_frozen():
         tiny().d_model = 64
 
 
+@pytest.mark.parametrize(
+    "change, error, message",
+    [
+        (dict(src_vocab_size=0), InputError, r"src_vocab_size=0\): must be >= 1"),
+        (dict(d_model="64"), InputTypeError, r"d_model='64'\): a str, not a whole"),
+        (dict(d_ff=128.0), InputTypeError, r"d_ff=128.0\): a float, not a whole"),
+        (dict(num_heads=True), InputTypeError, r"num_heads=True\): a bool"),
+        (dict(num_decoder_layers=-1), InputError, r"must be >= 0"),
+        (dict(dropout=-0.1), InputError, r"dropout=-0.1\): must be a probability"),
+        (dict(dropout="0.1"), InputError, r"must be a probability"),
+        (dict(norm_first="no"), InputTypeError, r"norm_first='no'\): must be True"),
+        (dict(num_heads=3), InputError, r"d_model=16 is not divisible by num_heads=3"),
+        (dict(pad_id=11), InputError, r"pad_id=11 is not a token id of both"),
+        (dict(share_embeddings=True), InputError, r"needs one shared vocabulary"),
+        (
+            dict(src_vocab_size=10**9, tgt_vocab_size=10**9, d_model=512, num_heads=8),
+            InputError,
+            r"needs about [\d,.]+ GB, but cpu memory has [\d,.]+ [GM]B available: lower",
+        ),
+    ],
+)
+def test_the_chapter_config_refuses_a_model_no_machine_can_build_when_it_is_made(
+    change, error, message
+):
+    with pytest.raises(error, match=message):
+        tiny(**change)
+
+
+def test_a_config_too_large_for_memory_is_still_a_shape_on_the_meta_device():
+    with torch.device("meta"):
+        model = Transformer(tiny(src_vocab_size=10**9, d_model=512, num_heads=8))
+    assert model.src_embed.embedding.weight.shape == (10**9, 512)
+
+
 def test_config_from_dict_rejects_unknown_keys_and_names_them():
     d = {**checked(tiny()).to_dict(), "num_head": 4, "layers": 2}
     with pytest.raises(ConfigError, match=r"\['layers', 'num_head'\]"):
@@ -110,12 +144,15 @@ def test_config_from_dict_rejects_unknown_keys_and_names_them():
         (dict(share_embeddings=True), "shared vocabulary"),
     ],
 )
-def test_config_rejects_inconsistent_values_with_a_message(overrides, message):
+def test_the_engine_config_rejects_inconsistent_values_with_a_message(
+    overrides, message
+):
+    fields = {**dataclasses.asdict(tiny()), **overrides}
     if message == "ok":
-        checked(tiny(**overrides))
+        ModelConfig(**fields)
         return
     with pytest.raises(ConfigError, match=message):
-        checked(tiny(**overrides))
+        ModelConfig(**fields)
 
 
 # --- shapes and masks ----------------------------------------------------------------------------------
@@ -265,6 +302,7 @@ def test_count_parameters_counts_every_tensor_once(config):
     assert counts["total"] == sum(p.numel() for p in model.parameters())
     assert counts["total"] == sum(n for part, n in counts.items() if part != "total")
     assert counts["positional"] == 0
+    assert counts == closed_form(config)  # the count the config's door weighs
 
 
 def test_paper_base_model_with_shared_37000_vocabulary_has_63_1_million_parameters():

@@ -18,6 +18,7 @@ from ..decoding import BATCH_SIZE, MAX_LEN_A, MAX_LEN_B
 from ..translation import translate
 from .distributed import select_device
 from .onnx_export import export_onnx
+from .signals import Terminated, sigterm_interrupts
 from ..errors import CommandError, NonFiniteLossError, TransformerError
 from transformer.engine.full_disk import (
     after_a_full_evaluation,
@@ -332,12 +333,12 @@ def main(argv: list[str] | None = None) -> int:
     cannot write to), which is one line too. A reader
     that closes standard output early (`| head -1`) ends the command quietly with status
     141, what a shell reports for a tool ended by SIGPIPE; Ctrl-C ends it with one line
-    and 130.
+    and 130, SIGTERM (`kill`) with one line and 143.
     """
     open_streams()
     args = build_parser().parse_args(argv)
     # a progress bar or a warning that standard error cannot take ends nothing
-    with stderr_that_drops():
+    with stderr_that_drops(), sigterm_interrupts():
         try:
             check_stdout()  # before a training run, not after it
             return args.run(args)
@@ -352,14 +353,18 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             print(f"error: {e.filename}: {e.strerror or e}", file=sys.stderr)
             return 2
-        except KeyboardInterrupt:
-            # Ctrl-C: what a training run has saved is safe, --resume continues from it
+        except KeyboardInterrupt as e:
+            # Ctrl-C or SIGTERM: what a training run has saved is safe, --resume
+            # continues from it
             hint = (
                 "; `--resume` continues from the last checkpoint, if one was written "
                 "(if not, start again)"
                 if args.command == "train"
                 else ""
             )
+            if isinstance(e, Terminated):
+                print(f"terminated (SIGTERM){hint}", file=sys.stderr)
+                return 128 + 15
             print(f"interrupted{hint}", file=sys.stderr)
             return 128 + 2
 

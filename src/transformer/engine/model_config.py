@@ -22,6 +22,7 @@ from ..decoder_only import DecoderOnly
 from ..embedding import sinusoidal_positional_encoding
 from ..errors import ConfigError, InputError
 from ..memory import check_fits
+from ..model_checks import check_vocabularies
 from ..model import Transformer
 from ..modern import modern_parts, rotary_angles
 from ..multihead import head_width
@@ -95,17 +96,7 @@ def _check_together(c: ModelConfig) -> None:
         rotary_angles(0, d_head)  # an even head width
     if c.kv_heads:
         key_value_heads(c.num_heads, c.kv_heads, "kv_heads")  # whole groups of heads
-    if not c.pad_id < min(c.src_vocab_size, c.tgt_vocab_size):
-        raise ValueError(
-            f"pad_id={c.pad_id} is not a token id of both vocabularies "
-            f"(sizes {c.src_vocab_size} and {c.tgt_vocab_size})"
-        )
-    if c.share_embeddings and c.src_vocab_size != c.tgt_vocab_size:
-        raise ValueError(
-            "share_embeddings=True needs one shared vocabulary, "
-            f"but src_vocab_size={c.src_vocab_size} "
-            f"and tgt_vocab_size={c.tgt_vocab_size} differ"
-        )
+    check_vocabularies(c)  # chapter 08's rules: pad_id, one shared vocabulary
     if c.num_encoder_layers == 0 and not c.share_embeddings:
         raise ValueError(
             "a decoder-only model (num_encoder_layers = 0) reads source and target "
