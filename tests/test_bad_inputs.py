@@ -818,7 +818,7 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         "decoding.json a beam of true",
         decoding_json('{"beam_size": true}'),
         None,
-        "got {'beam_size': True}: fix it",
+        'its "beam_size" is true: fix it',
     ),
     (
         "decoding.json a misspelt setting",
@@ -831,14 +831,14 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         "decoding.json beam 1e9",
         decoding_json('{"beam_size": 1e9, "alpha": 0.6}'),
         None,
-        "got {'beam_size': 1000000000.0, 'alpha': 0.6}",
+        'its "beam_size" is 1000000000.0: fix it',
     ),
     (
         "decoding.json beam 1000000000",
         decoding_json('{"beam_size": 1000000000, "alpha": 0.6}'),
         None,
         'an integer from 1 to the target vocabulary\'s 1000, "alpha": a number from 0 '
-        "to 10}, got {'beam_size': 1000000000, 'alpha': 0.6}",
+        'to 10}; its "beam_size" is 1000000000: fix it',
     ),
     (
         "decoding.json a named pipe",
@@ -927,7 +927,7 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         "decoding.json alpha 1000",
         decoding_json('{"beam_size": 4, "alpha": 1000}'),
         None,
-        "got {'beam_size': 4, 'alpha': 1000}: fix it",
+        'its "alpha" is 1000: fix it',
     ),
     (
         "decoding.json nested 30,000 deep",
@@ -3567,8 +3567,8 @@ def test_a_resume_with_nothing_left_to_train_says_so(
     "args, kwargs, error, words",
     [
         ((None, "Ein Hund."), {}, "InputError", "checkpoint must be a loaded model"),
-        (("de", 3), {}, "InputTypeError", "sentence must be one string, got int"),
-        (("de", ["Ein Hund."]), {}, "InputTypeError", "got list"),
+        (("de", 3), {}, "InputTypeError", "sentence must be a str, not int"),
+        (("de", ["Ein Hund."]), {}, "InputTypeError", "not list"),
         (("de", "Ein Hund."), {"translation": 3}, "InputTypeError", "translation must"),
         (("de", "   "), {}, "InputError", "the sentence is empty"),
         (("de", "Ein Hund."), {"beam_size": 0}, "InputError", "beam_size=0"),
@@ -3858,7 +3858,13 @@ def chapter_door_cases():
             "corpus_bleu(tokenize='nope') (KeyError)",
             lambda: corpus_bleu(["a"], ["a"], tokenize="nope"),
             InputError,
-            "tokenize='nope': sacreBLEU's tokenizers are",
+            "tokenize='nope': the sacreBLEU tokenizers that need no extra package",
+        ),
+        (
+            "corpus_bleu(tokenize='spm'): sacreBLEU downloads a model (URLError offline)",
+            lambda: corpus_bleu(["a"], ["a"], tokenize="spm"),
+            InputError,
+            "are 13a, intl, zh, char, none (13a for English, zh for Chinese)",
         ),
         (
             "modern_parts(norm='batch'): it built LayerNorm",

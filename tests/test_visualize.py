@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from transformer.engine.loading import load_checkpoint
+from transformer.errors import InputError
 from transformer.engine.shipped import load_translator, models_dir
 from transformer.model import Transformer, TransformerConfig
 from transformer.multihead import MultiHeadAttention
@@ -140,9 +141,9 @@ def test_zeroed_head_zeroes_exactly_that_heads_slice_and_is_undone(tiny):
 def test_unknown_kind_layer_or_head_says_what_exists(tiny):
     with pytest.raises(ValueError, match="choose one of"):
         attention_module(tiny, "self", 0)
-    with pytest.raises(ValueError, match="layers 0 to 1"):
+    with pytest.raises(ValueError, match="layer 2 does not exist: choose 0 to 1"):
         attention_module(tiny, "decoder", 2)
-    with pytest.raises(ValueError, match="heads 0 to 3"):
+    with pytest.raises(ValueError, match="does not exist: choose 0 to 3"):
         with zeroed_head(tiny, "encoder", 0, 4):
             pass
 
@@ -184,6 +185,28 @@ def test_plot_attention_draws_one_map_or_the_whole_grid(shipped):
     assert len(one) == 1 and one[0].get_title() == "layer 2, head 1"
     assert [t.get_text() for t in one[0].get_xticklabels()] == maps.target
     plt.close("all")
+
+
+@pytest.mark.parametrize(
+    "where, message",
+    [
+        (dict(layer=99), r"layer 99 does not exist: choose 0 to 2"),
+        (dict(layer=-1), r"layer -1 does not exist"),
+        (
+            dict(layer=0, head="1"),
+            r"head '1' does not exist: choose 0 to 3",
+        ),
+        (dict(head=4), r"head 4 does not exist"),
+        (dict(cell=-1), r"cell=-1, fontsize=9: both must be > 0"),
+        (dict(fontsize=0), r"fontsize=0: both must be > 0"),
+    ],
+)
+def test_plot_attention_refuses_a_map_that_does_not_exist_in_one_line(
+    shipped, where, message
+):
+    maps = attention_maps(shipped, "Ein Hund.", "A dog.")
+    with pytest.raises(InputError, match=message):
+        plot_attention(maps, "cross", **where)
 
 
 def test_plot_attention_names_the_query_and_key_axes_and_has_a_colour_bar(shipped):

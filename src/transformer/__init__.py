@@ -16,7 +16,9 @@ checkpoints, the training run, ONNX and the command line, and the chapters never
 To translate: `transformer.translate(transformer.load_translator("multi30k-de-en"), ["Ein Hund läuft."])`.
 
 A problem with what the user gives (a setting, a corpus file, a model folder, an argument) raises one of the
-package's own errors, `TransformerError` and its family in `transformer.errors`; anything else is a bug.
+package's own errors, `TransformerError` and its family in `transformer.errors`, at the door where it enters
+(chapter 02: a config, a public function that takes sentences, files or tensors); anything else is a bug. The
+layers built from checked input (`Encoder`, `FeedForward`, ...) trust their sizes, as PyTorch's modules do.
 """
 
 __version__ = "0.1.0"

@@ -178,7 +178,8 @@ def load_tsv(
             raise CorpusFormatError(
                 f"{path}, line {number}: {len(fields)} tab-separated field(s), "
                 f"but column {need - 1} was asked for (columns count from 0): each "
-                "line needs its source and target sentences separated by a tab"
+                f"line needs the source in column {src_col} and the target in column "
+                f"{tgt_col}, separated by tabs"
             )
         pairs.append(
             (fields[src_col].strip(), fields[tgt_col].strip())

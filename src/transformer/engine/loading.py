@@ -271,11 +271,10 @@ def read_decoding(directory: Path, tgt_vocab_size: int) -> dict:
         ) from None
     must_hold = (
         f'{path} must hold {{"beam_size": an integer from 1 to the target '
-        f'vocabulary\'s {tgt_vocab_size}, "alpha": a number from 0 to {MAX_ALPHA:g}}}, '
-        f"got {chosen!r:.80}: {fix}"
+        f'vocabulary\'s {tgt_vocab_size}, "alpha": a number from 0 to {MAX_ALPHA:g}}}'
     )
     if not isinstance(chosen, dict):
-        raise CheckpointError(must_hold)
+        raise CheckpointError(f"{must_hold}, got {json.dumps(chosen)[:80]}: {fix}")
     unknown = [k for k in chosen if k not in DEFAULT_DECODING]
     if unknown:  # a misspelt setting, which would silently decode with the default
         raise CheckpointError(
@@ -283,10 +282,15 @@ def read_decoding(directory: Path, tgt_vocab_size: int) -> dict:
             f"are {', '.join(DEFAULT_DECODING)}): {fix}"
         )
     settings = {k: chosen.get(k, v) for k, v in DEFAULT_DECODING.items()}
-    try:
-        check_decoding(settings["beam_size"], settings["alpha"], tgt_vocab_size)
-    except InputError:  # its advice (int(x), float(x)) is for Python, not a file
-        raise CheckpointError(must_hold) from None
+    for key, value in settings.items():  # one at a time, to name the one that is wrong
+        one = {"beam_size": 1, "alpha": 0.0, key: value}
+        try:
+            check_decoding(one["beam_size"], one["alpha"], tgt_vocab_size)
+        except InputError:  # its advice (int(x), float(x)) is for Python, not a file
+            shown = json.dumps(value)[:40]
+            raise CheckpointError(
+                f'{must_hold}; its "{key}" is {shown}: {fix}'
+            ) from None
     return settings
 
 # %% ../../../notebooks/93_checkpoints.ipynb #11b25865
