@@ -2713,6 +2713,46 @@ def test_ctrl_c_while_the_command_is_still_importing_torch_is_one_line_and_130(d
     assert err.decode().strip() == "interrupted", err.decode()
 
 
+SIGTERM_CASES = """
+import os, signal, threading
+from transformer.engine.signals import Terminated, sigterm_interrupts
+heard = []
+try:
+    with sigterm_interrupts():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        finally:  # the clean-up: a second SIGTERM must not cut it
+            os.kill(os.getpid(), signal.SIGTERM)
+            heard.append("cleaned up")
+except Terminated:
+    heard.append("terminated")
+heard.append(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)  # restored
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a caller that ignores SIGTERM
+with sigterm_interrupts():
+    os.kill(os.getpid(), signal.SIGTERM)
+heard.append(signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)  # left as it was
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+def elsewhere():
+    with sigterm_interrupts():  # not the main thread: nothing is set
+        heard.append(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+thread = threading.Thread(target=elsewhere)
+thread.start()
+thread.join()
+print(heard)
+"""
+
+
+def test_sigterm_is_heard_once_restored_after_and_left_alone_where_a_caller_chose():
+    p = subprocess.run(
+        [sys.executable, "-c", SIGTERM_CASES],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "['cleaned up', 'terminated', True, True, True]"
+
+
 @pytest.mark.parametrize(
     "sent, status, word",
     [

@@ -96,25 +96,37 @@ def test_the_chapter_config_is_frozen():
         (dict(d_model="64"), InputTypeError, r"d_model='64'\): a str, not a whole"),
         (dict(d_ff=128.0), InputTypeError, r"d_ff=128.0\): a float, not a whole"),
         (dict(num_heads=True), InputTypeError, r"num_heads=True\): a bool"),
-        (dict(num_decoder_layers=-1), InputError, r"must be >= 0"),
+        (
+            dict(num_decoder_layers=0),
+            InputError,
+            r"num_decoder_layers=0\): must be >= 1",
+        ),
+        (dict(num_encoder_layers=-1), InputError, r"must be >= 0"),
         (dict(dropout=-0.1), InputError, r"dropout=-0.1\): must be a probability"),
-        (dict(dropout="0.1"), InputError, r"must be a probability"),
+        (dict(dropout="0.1"), InputTypeError, r"dropout='0.1'\): give a float"),
         (dict(norm_first="no"), InputTypeError, r"norm_first='no'\): must be True"),
         (dict(num_heads=3), InputError, r"d_model=16 is not divisible by num_heads=3"),
         (dict(pad_id=11), InputError, r"pad_id=11 is not a token id of both"),
         (dict(share_embeddings=True), InputError, r"needs one shared vocabulary"),
-        (
-            dict(src_vocab_size=10**9, tgt_vocab_size=10**9, d_model=512, num_heads=8),
-            InputError,
-            r"needs about [\d,.]+ GB, but cpu memory has [\d,.]+ [GM]B available: lower",
-        ),
     ],
 )
-def test_the_chapter_config_refuses_a_model_no_machine_can_build_when_it_is_made(
+def test_the_chapter_config_refuses_sizes_no_model_can_have_when_it_is_made(
     change, error, message
 ):
     with pytest.raises(error, match=message):
         tiny(**change)
+
+
+def test_a_model_too_large_for_the_memory_is_refused_when_built_not_when_described():
+    with torch.device("meta"):  # described where nothing is weighed
+        huge = tiny(
+            src_vocab_size=10**9, tgt_vocab_size=10**9, d_model=512, num_heads=8
+        )
+    with pytest.raises(
+        InputError,
+        match=r"needs about [\d,.]+ GB, but cpu memory has [\d,.]+ [GM]B available: lower",
+    ):
+        Transformer(huge)
 
 
 def test_a_config_too_large_for_memory_is_still_a_shape_on_the_meta_device():

@@ -298,6 +298,7 @@ ONE_HOME = {
     "is not valid Unicode": "checks.py",
     "must be an integer >= 1": "checks.py",  # a translator's batch size
     "1 cuts nothing": "checks.py",  # sampling's top_p
+    "does not exist: choose 0 to": "checks.py",  # chapter 14's layer and head numbers
     "is not divisible by num_heads": "multihead.py",  # head_width
     "must divide num_heads": "attention_cost.py",  # key_value_heads
     "rotate pairs of dimensions": "modern.py",  # rotary_angles

@@ -194,11 +194,12 @@ def test_plot_attention_draws_one_map_or_the_whole_grid(shipped):
         (dict(layer=-1), r"layer -1 does not exist"),
         (
             dict(layer=0, head="1"),
-            r"head '1' does not exist: choose 0 to 3",
+            r"head='1': give an int from 0 to 3",
         ),
         (dict(head=4), r"head 4 does not exist"),
-        (dict(cell=-1), r"cell=-1, fontsize=9: both must be > 0"),
-        (dict(fontsize=0), r"fontsize=0: both must be > 0"),
+        (dict(cell=-1), r"cell=-1, fontsize=9: must be finite, > 0"),
+        (dict(fontsize=0), r"fontsize=0: must be finite, > 0"),
+        (dict(cell=float("inf")), r"cell=inf, fontsize=9: must be finite, > 0"),
     ],
 )
 def test_plot_attention_refuses_a_map_that_does_not_exist_in_one_line(

@@ -17,8 +17,9 @@ To translate: `transformer.translate(transformer.load_translator("multi30k-de-en
 
 A problem with what the user gives (a setting, a corpus file, a model folder, an argument) raises one of the
 package's own errors, `TransformerError` and its family in `transformer.errors`, at the door where it enters
-(chapter 02: a config, a public function that takes sentences, files or tensors); anything else is a bug. The
-layers built from checked input (`Encoder`, `FeedForward`, ...) trust their sizes, as PyTorch's modules do.
+(chapter 02: a config, a public function that takes sentences, files or tensors); anything else is a bug. A
+layer built from checked input keeps only the one rule it owns (h divides D, ...) and otherwise trusts its
+sizes, as PyTorch's modules do.
 """
 
 __version__ = "0.1.0"

@@ -16,7 +16,7 @@ from .embedding import TokenEmbedding
 from .blocks import PAPER, Parts
 from .encoder import Encoder
 from .masking import causal_mask, padding_mask
-from .model_checks import check_model_config
+from .model_checks import check_model_config, check_weights_fit
 from .multihead import Cache
 
 # %% ../../notebooks/08_transformer.ipynb #c56f4926
@@ -41,15 +41,14 @@ class TransformerConfig:
     share_embeddings: bool = False
 
     def __post_init__(self):
-        # the door (transformer/model_checks.py, folded below): each size a whole
-        # number in range, and the weights, counted by `closed_form`, within memory
-        check_model_config(self, closed_form)
+        check_model_config(self)  # the door: transformer/model_checks.py, folded below
 
 # %% ../../notebooks/08_transformer.ipynb #closed-form
 def closed_form(c: TransformerConfig) -> dict[str, int]:
     """Parameters of each part of the paper's model that `c` describes, and in
-    total, from the sizes alone (the table above); the config's door weighs a
-    model's memory with it before anything is built."""
+    total, from the sizes alone (the table above): exact for the paper's parts, an
+    estimate for those of chapters 16 and 18. `Transformer` weighs its memory with it
+    before anything is built."""
     D, F_ = c.d_model, c.d_ff
     attn, ffn, norm = 4 * (D * D + D), 2 * D * F_ + F_ + D, 2 * D
     final = norm if c.norm_first else 0
@@ -107,6 +106,9 @@ class Transformer(nn.Module):
         super().__init__()
         parts = parts_for(config, parts)
         c = self.config = config
+        # the door: weights (and the positional table) the device has no room for are
+        # refused before anything is allocated, 4 bytes a number
+        check_weights_fit(4 * (closed_form(c)["total"] + c.max_len * c.d_model))
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = (
             self.src_embed

@@ -16,18 +16,24 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminated(signum, frame) -> None:
+    # a second SIGTERM (a job scheduler that signals the whole process group) must not
+    # cut the clean-up of the first; SIGKILL still ends the process
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated
 
 
 @contextlib.contextmanager
 def sigterm_interrupts():
     """Within the block, SIGTERM raises `Terminated` instead of ending the process
-    without a word (only the main thread can set a handler; elsewhere nothing changes)."""
-    if threading.current_thread() is not threading.main_thread():
+    without a word. Only where SIGTERM does what it does by default: in the main thread
+    (the only one that can set a handler), and unless a caller set a handler of its own
+    or told the process to ignore it."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
