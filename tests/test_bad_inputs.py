@@ -4182,7 +4182,7 @@ def test_build_model_refuses_a_model_larger_than_the_memory_in_one_line():
     )
     assert result.returncode == 0, result.stderr
     assert re.fullmatch(
-        r"the model that the ModelConfig describes \(its float32 weights\) needs "
+        r"the model that the config describes \(its float32 weights\) needs "
         r"about 4,100\.\d GB, but cpu memory has [\d.]+ GB available: lower d_model, "
         r"d_ff, the layer counts, max_len or the vocabulary sizes\n",
         result.stdout,

@@ -68,7 +68,7 @@ def check_model_config(c) -> None:
     check_vocabularies(c)
 
 
-def check_weights_fit(nbytes: int) -> None:
+def check_weights_fit(nbytes: int, error: type[Exception] = InputError) -> None:
     """Refuse, before anything is allocated, a model whose `nbytes` of weights the
     default device (where it is being built) has no room for; on the meta device,
     which records shapes only, nothing is weighed."""
@@ -79,4 +79,5 @@ def check_weights_fit(nbytes: int) -> None:
             device,
             "the model that the config describes (its float32 weights)",
             "d_model, d_ff, the layer counts, max_len or the vocabulary sizes",
+            error,
         )

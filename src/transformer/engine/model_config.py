@@ -21,8 +21,7 @@ from torch import nn
 from ..decoder_only import DecoderOnly
 from ..embedding import sinusoidal_positional_encoding
 from ..errors import ConfigError, InputError
-from ..memory import check_fits
-from ..model_checks import check_vocabularies
+from ..model_checks import check_vocabularies, check_weights_fit
 from ..model import Transformer
 from ..modern import modern_parts, rotary_angles
 from ..multihead import head_width
@@ -120,15 +119,8 @@ def build_model(config: ModelConfig) -> nn.Module:
             f"build_model takes a ModelConfig, got {type(config).__name__}: "
             "transformer.ModelConfig(src_vocab_size, tgt_vocab_size, ...)"
         )
-    device = torch.get_default_device()
-    if device.type != "meta":  # (model_bytes builds on meta: nothing is allocated)
-        check_fits(
-            model_bytes(config),
-            device,
-            "the model that the ModelConfig describes (its float32 weights)",
-            "d_model, d_ff, the layer counts, max_len or the vocabulary sizes",
-            ConfigError,
-        )
+    if torch.get_default_device().type != "meta":  # model_bytes builds on meta
+        check_weights_fit(model_bytes(config), ConfigError)  # chapter 08's door
     decoder_only = config.num_encoder_layers == 0
     choices = dict(
         norm=config.norm,
