@@ -108,20 +108,21 @@ def reader_env(home: Path) -> dict[str, str]:
 
 # The longest units of work of the README's `pytest` (a test module, a notebook, or the book's three
 # modules together), longest first, as `--durations` measured them on two cores (seconds, 2026-12-07):
-# the portability re-runs (only with TRANSFORMER_PORTABILITY=1), the book (226), the bad inputs (94), the
-# training runs (85), chapter 11 (84), the JupyterLab check (54), chapters 14, 09, 16 (52-53), ...
+# the portability re-runs and the JupyterLab check (only with TRANSFORMER_PORTABILITY=1 and
+# TRANSFORMER_JUPYTERLAB=1), the book (226), the bad inputs (94), the training runs (85), chapter 11
+# (84), chapters 14, 09, 16 (52-53), ...
 # pytest-xdist's `--dist loadscope` hands out whole units in this order (`pytest_xdist_make_scheduler`
 # turns off its own reordering by the number of tests, which started the one-test JupyterLab check
 # last and left the other worker idle for most of its 54 s).
 LONGEST_FIRST = (
     "test_portable_outputs.py",
+    "test_check_in_jupyterlab.py",
     "test_book_browser.py",
     "test_widget_page.py",
     "test_browser_translator.py",
     "test_bad_inputs.py",
     "test_train.py",
     "11_decoding.ipynb",
-    "test_check_in_jupyterlab.py",
     "14_seeing_attention.ipynb",
     "09_data.ipynb",
     "16_modern_block.ipynb",
