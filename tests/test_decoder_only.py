@@ -13,7 +13,7 @@ from transformer.decoding import DecoderSteps, beam_search, greedy_decode
 from transformer.translation import translate
 from transformer.errors import ConfigError, InputError
 from transformer.masking import causal_mask
-from transformer.model import Transformer, evaluating
+from transformer.model import Transformer, TransformerConfig, closed_form, evaluating
 from transformer.tokenizer import BOS_ID, PAD_ID
 
 V = 40
@@ -343,3 +343,15 @@ def test_decoding_with_a_cache_that_lacks_the_source_says_how_to_start_it():
     src_mask = m.make_src_mask(SRC)
     with pytest.raises(ValueError, match="model.new_cache"):
         m.decode(TGT[:, :1], m.encode(SRC, src_mask), src_mask, None, cache=KVCache())
+
+
+def test_a_decoder_only_model_too_large_for_the_memory_is_refused_before_it_is_built():
+    huge = dict(src_vocab_size=10**9, tgt_vocab_size=10**9, share_embeddings=True)
+    config = TransformerConfig(**huge, num_encoder_layers=0)
+    with pytest.raises(InputError, match=r"needs about [\d,.]+ GB, but cpu memory"):
+        DecoderOnly(config)
+    small = TransformerConfig(50, 50, d_model=16, num_heads=2, num_encoder_layers=0)
+    with torch.device("meta"):  # the estimate is an upper bound of what is built
+        built = DecoderOnly(small, source_mask="causal")
+    size = sum(t.numel() for t in (*built.parameters(), *built.buffers()))
+    assert size <= closed_form(small)["total"] + 2 * small.max_len * small.d_model

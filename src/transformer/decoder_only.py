@@ -22,10 +22,12 @@ from .masking import causal_mask
 from transformer.model import (
     Transformer,
     TransformerConfig,
+    closed_form,
     init_weights,
     parameters_per_part,
     parts_for,
 )
+from .model_checks import check_weights_fit
 from .cache import KVCache
 
 # %% ../../notebooks/18_decoder_only.ipynb #model
@@ -87,6 +89,9 @@ class DecoderOnly(nn.Module):
         super().__init__()
         parts = parts_for(config, parts)
         c = self.config = config
+        # chapter 08's door, with an upper bound: closed_form counts a cross-attention
+        # per block; the positional table holds 2 max_len positions
+        check_weights_fit(4 * (closed_form(c)["total"] + 2 * c.max_len * c.d_model))
         self.source_mask = source_mask
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
         # one table for a source's positions and then the output's: 2 max_len
