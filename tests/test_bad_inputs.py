@@ -1453,6 +1453,12 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
         "data.corpus='multi30k' holds 'de' and 'en': set src_lang and tgt_lang to them",
     ),
     (
+        "train_files beside corpus = 'multi30k' (ignored: it trained on Multi30k)",
+        config_case(data__train_files=["a", "b"]),
+        "data.train_files and valid_files are read only for corpus = 'parallel' or "
+        "'tsv', not 'multi30k': remove them, or change corpus",
+    ),
+    (
         "tatoeba from German",
         config_case(data__corpus="tatoeba"),
         "data.corpus='tatoeba' holds 'en' and 'zh': set src_lang and tgt_lang to them",
@@ -2599,7 +2605,7 @@ def test_a_line_of_megabytes_is_cut_before_it_is_tokenised_with_one_warning(
     the text is cut first (the model reads max_len=64 tokens; no piece is longer than
     CHARS_PER_TOKEN characters), and the one warning says so, with the line's tokens
     estimated from the part tokenised."""
-    from transformer.checks import CHARS_PER_TOKEN
+    from transformer.search_checks import CHARS_PER_TOKEN
     from transformer.tokenizer import Tokenizer
 
     seen = []
@@ -2711,6 +2717,30 @@ def test_ctrl_c_while_the_command_is_still_importing_torch_is_one_line_and_130(d
     _, err = p.communicate(timeout=120)
     assert p.returncode in (130, -signal.SIGINT), (p.returncode, err.decode())
     assert err.decode().strip() == "interrupted", err.decode()
+
+
+@pytest.mark.parametrize(
+    "number, fix",
+    [
+        (errno.EROFS, "the disk is read-only; choose a folder on a writable one"),
+        (errno.EACCES, "no permission; choose another folder, or fix its permissions"),
+    ],
+)
+def test_a_path_the_user_named_that_cannot_be_written_says_what_to_do(
+    tmp_path, monkeypatch, capsys, number, fix
+):
+    out = tmp_path / "onnx"
+
+    def refused(model, out_dir, replace=False):
+        raise OSError(number, os.strerror(number), str(out_dir / "encoder.onnx"))
+
+    monkeypatch.setattr(cli, "export_onnx", refused)
+    assert_one_line_error(
+        *run_main(
+            ["export-onnx", "--model", "x", "--out", out], None, capsys, monkeypatch
+        ),
+        f"{out / 'encoder.onnx'}: {os.strerror(number)}: {fix}",
+    )
 
 
 SIGTERM_CASES = """
@@ -3866,6 +3896,10 @@ def chapter_door_cases():
     from transformer.model import Transformer
     from transformer.modern import modern_parts, rotary_angles
     from transformer.multihead import MultiHeadAttention
+    from transformer.attention import attention
+    from transformer.decoding import beam_search, greedy_decode
+    from transformer.visualize import plot_attention, zeroed_head
+    from transformer.search_checks import check_sampling
 
     logits, target = torch.randn(1, 2, 5), torch.tensor([[1, 2]])
     q = torch.randn(1, 2, 4)
@@ -3873,6 +3907,7 @@ def chapter_door_cases():
         ModelConfig(30, 30, 8, 2, 0, 1, 16, share_embeddings=True)
     ).eval()
     src = torch.tensor([[5, 6, 7]])
+    seq2seq = build_model(ModelConfig(30, 30, 8, 2, 1, 1, 16)).eval()
     cases = [
         (
             "load_parallel of a list of paths (TypeError of pathlib)",
@@ -4099,6 +4134,91 @@ def chapter_door_cases():
             InputTypeError,
             "a ModelConfig chooses the model's parts",
         ),
+        # the eighth trial's: devices, memory, a pick, yes/no settings, columns
+        (
+            "attention with K on meta: uninitialised values on the CPU, no error",
+            lambda: attention(q, q.to("meta"), q),
+            InputError,
+            "Q, K, V (and mask) are on cpu, meta, cpu: put them on one device",
+        ),
+        (
+            "attention with a mask on meta (RuntimeError of torch)",
+            lambda: attention(q, q, q, torch.ones(2, 2, dtype=torch.bool).to("meta")),
+            InputError,
+            "are on cpu, cpu, cpu, meta",
+        ),
+        (
+            "attention over 300,000 keys (the allocator's RuntimeError)",
+            lambda: attention(*[torch.randn(1, 1, 8).expand(1, 300_000, 8)] * 3),
+            InputError,
+            "attention's scores needs about",
+        ),
+        (
+            "greedy_decode of a source on meta (Tensor.item() on meta)",
+            lambda: greedy_decode(seq2seq, src.to("meta")),
+            InputError,
+            "src is on meta, the model on cpu: move the ids there",
+        ),
+        (
+            "a CPU generator for a model on CUDA (multinomial's RuntimeError)",
+            lambda: check_sampling(1.0, None, 1.0, torch.Generator(), "cuda"),
+            InputError,
+            "generator is on cpu, the model on cuda: make it there",
+        ),
+        (
+            "greedy_decode(pick=3) (int is not callable)",
+            lambda: greedy_decode(seq2seq, src, pick=3),
+            InputTypeError,
+            "pick=3: a function from log-probabilities (b, |V|) to token ids",
+        ),
+        (
+            "greedy_decode with a pick that returns floats (gather's RuntimeError)",
+            lambda: greedy_decode(seq2seq, src, pick=lambda lp: lp.argmax(-1).float()),
+            InputError,
+            "pick returned torch.float32 (1,): it must return one token id per row",
+        ),
+        (
+            "greedy_decode with a pick beyond the vocabulary (index out of bounds)",
+            lambda: greedy_decode(seq2seq, src, pick=lambda lp: lp.argmax(-1) + 10**6),
+            InputError,
+            "pick chose a token id outside the vocabulary (ids 0 to 29)",
+        ),
+        (
+            "greedy_decode(use_cache='no'): ran, with the cache",
+            lambda: greedy_decode(seq2seq, src, use_cache="no"),
+            InputTypeError,
+            "use_cache='no': True or False",
+        ),
+        (
+            "beam_search(early_stop='x'): ran",
+            lambda: beam_search(seq2seq, src, early_stop="x"),
+            InputTypeError,
+            "early_stop='x': True or False",
+        ),
+        (
+            "load_tsv with a column given as a str ('<' between str and int)",
+            lambda: load_tsv("t.tsv", 0, "1"),
+            InputTypeError,
+            "src_col=0, tgt_col='1': give two ints",
+        ),
+        (
+            "load_tsv(src_col=True): read column 1 as the source",
+            lambda: load_tsv("t.tsv", True, 0),
+            InputTypeError,
+            "src_col=True, tgt_col=0: give two ints",
+        ),
+        (
+            "plot_attention(None) (AttributeError)",
+            lambda: plot_attention(None, "cross"),
+            InputTypeError,
+            "maps: what attention_maps returns, not <class 'NoneType'>",
+        ),
+        (
+            "zeroed_head(None, ...) (AttributeError)",
+            lambda: zeroed_head(None, "encoder", 0, 0).__enter__(),
+            InputTypeError,
+            "model must be a Transformer, got NoneType",
+        ),
     ]
     if importlib.util.find_spec("onnxruntime"):
         from transformer import OnnxTranslator
@@ -4109,6 +4229,16 @@ def chapter_door_cases():
                 lambda: OnnxTranslator(None),
                 InputTypeError,
                 "directory must be the path of a folder",
+            )
+        )
+        from transformer.engine.onnx_export import export_onnx
+
+        cases.append(
+            (
+                "export_onnx(model, None) (TypeError of pathlib)",
+                lambda: export_onnx("multi30k-de-en", None),
+                InputTypeError,
+                "out_dir=None: give the folder to write, a path",
             )
         )
     return cases

@@ -200,6 +200,7 @@ def test_plot_attention_draws_one_map_or_the_whole_grid(shipped):
         (dict(cell=-1), r"cell=-1, fontsize=9: must be finite, > 0"),
         (dict(fontsize=0), r"fontsize=0: must be finite, > 0"),
         (dict(cell=float("inf")), r"cell=inf, fontsize=9: must be finite, > 0"),
+        (dict(cell=1000.0), r"cell=1000.0 makes a figure \d+ in wide"),
     ],
 )
 def test_plot_attention_refuses_a_map_that_does_not_exist_in_one_line(

@@ -13,11 +13,13 @@ import torch
 from torch import Tensor, nn
 
 from .errors import InputError
-from transformer.checks import (
+from transformer.search_checks import (
     check_beam,
     check_beam_fits,
     check_output_limits,
+    check_pick,
     check_source,
+    check_switches,
 )
 from .model import TransformerConfig, evaluating
 from .cache import KVCache
@@ -183,9 +185,11 @@ def greedy_decode(
     enters the decoder. `pick` (log-probabilities (b, |V|) -> tokens (b,)) chooses
     the next token otherwise: chapter 18 samples it.
     """
-    # the door: transformer/checks.py
+    # the door: transformer/search_checks.py
     check_source(model, src)
     check_output_limits(max_len_a, max_len_b)
+    check_switches(use_cache=use_cache)
+    pick = check_pick(pick, model.config.tgt_vocab_size)
     c = model.config
     limits = output_limits(
         source_lengths(src, c.pad_id), max_len_a, max_len_b, c.max_len
@@ -266,8 +270,9 @@ def beam_search(
 ) -> list[list[Hypothesis]]:
     """Keep the `beam_size` most probable prefixes of every sentence: src (B, S) -> B
     lists of n_best hypotheses, best first. The door (its settings, the source, the
-    memory a beam will hold: transformer/checks.py), then the search."""
+    memory a beam will hold: transformer/search_checks.py), then the search."""
     check_beam(model, src, beam_size, alpha, n_best)
+    check_switches(use_cache=use_cache, early_stop=early_stop)
     # as Python numbers: a NumPy int8 beam would overflow the sums of the search
     beam_size, alpha, n_best = int(beam_size), float(alpha), int(n_best)
     check_output_limits(max_len_a, max_len_b)

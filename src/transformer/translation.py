@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from transformer.checks import (
+from transformer.search_checks import (
     check_beam_fits,
     check_decoding,
     check_output_limits,
@@ -79,7 +79,7 @@ def translate(
     `MAX_ALPHA`, or a beam whose estimated memory exceeds the free memory raises
     `InputError`.
     """
-    # the door: transformer/checks.py
+    # the door: transformer/search_checks.py
     check_translator(checkpoint)
     sentences = check_sentences(sentences, batch_size)
     settings = decoding_settings(checkpoint)

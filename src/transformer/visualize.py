@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .checks import check_index, check_translator, clean, is_real
+from .checks import check_index, is_real
+from .search_checks import check_model, check_translator, clean
 from .translation import translate
 from .errors import InputError, InputTypeError
 from .model import evaluating
@@ -55,6 +56,7 @@ def recording_weights(model):
 def attention_module(model, kind: str, layer: int) -> MultiHeadAttention:
     """The attention block of one kind ("encoder", "decoder" or "cross")
     in layer `layer` (from 0)."""
+    check_model(model)
     if kind not in KINDS:
         raise InputError(f"unknown kind {kind!r}: choose one of {', '.join(KINDS)}")
     layers = model.encoder.layers if kind == "encoder" else model.decoder.layers
@@ -129,7 +131,7 @@ def attention_maps(
 ) -> AttentionMaps:
     """Translate `sentence` (unless `translation` is given) and return all attention
     weights with their labels; bad input is refused as `translate` refuses it."""
-    check_translator(checkpoint)  # the door's rules: transformer/checks.py
+    check_translator(checkpoint)  # the door's rules: transformer/search_checks.py
     for name, text in (("sentence", sentence), ("translation", translation)):
         if not isinstance(text, str) and (text is not None or name == "sentence"):
             raise InputTypeError(f"{name} must be a str, not {type(text).__name__}")
@@ -174,6 +176,8 @@ def plot_attention(
     """
     import matplotlib.pyplot as plt
 
+    if not isinstance(maps, AttentionMaps):
+        raise InputTypeError(f"maps: what attention_maps returns, not {type(maps)}")
     weights = maps.weights(kind)  # (N, h, queries, keys)
     queries, keys = maps.labels(kind)
     N, h = weights.shape[:2]
@@ -193,6 +197,8 @@ def plot_attention(
         figsize = (size[0] * cols + 2.2, size[1] * rows + 1.1)
     else:
         figsize = (2.2 + cell * len(keys), 1.4 + cell * len(queries))
+    if fig is None and max(figsize) > 400:  # inches; drawn, it would fill the memory
+        raise InputError(f"cell={cell!r} makes a figure {max(figsize):.0f} in wide")
     if fig is None:
         fig = plt.figure(figsize=figsize)
     fig.set_layout_engine("constrained")

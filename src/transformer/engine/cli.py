@@ -6,6 +6,7 @@ __all__ = ['build_parser', 'main']
 # %% ../../../notebooks/97_command_line.ipynb #c616d3f7
 import argparse
 import dataclasses
+import errno
 import os
 import sys
 from pathlib import Path
@@ -323,6 +324,13 @@ def _one_line(message: str) -> str:
     return text
 
 # %% ../../../notebooks/97_command_line.ipynb #a52762f3
+# what to do about the usual reasons a path the user named cannot be written
+_PATH_FIXES = {
+    errno.EROFS: ": the disk is read-only; choose a folder on a writable one",
+    errno.EACCES: ": no permission; choose another folder, or fix its permissions",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     """`transformer train | translate | evaluate | export-onnx ...`: returns the exit
     status (2 for bad input).
@@ -351,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as e:
             if not _about_a_given_path(e, args):  # a bug, or the machine
                 raise
-            print(f"error: {e.filename}: {e.strerror or e}", file=sys.stderr)
+            fix = _PATH_FIXES.get(e.errno, "")
+            print(f"error: {e.filename}: {e.strerror or e}{fix}", file=sys.stderr)
             return 2
         except KeyboardInterrupt as e:
             # Ctrl-C or SIGTERM: what a training run has saved is safe, --resume

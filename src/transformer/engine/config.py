@@ -264,6 +264,11 @@ class TrainConfig:
                 "data.corpus='tsv' needs train_files and valid_files, each [path]",
             ),
             (
+                d.corpus in ("parallel", "tsv") or not (d.train_files or d.valid_files),
+                f"data.train_files and valid_files are read only for corpus = "
+                f"'parallel' or 'tsv', not {d.corpus!r}: remove them, or change corpus",
+            ),
+            (
                 d.tgt_vocab_size == 0 or d.tgt_vocab_size > 4,
                 f"data.tgt_vocab_size={d.tgt_vocab_size} must leave room beyond "
                 "pad/unk/bos/eos (or be 0: the same as vocab_size)",

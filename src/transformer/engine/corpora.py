@@ -165,6 +165,8 @@ def load_tsv(
     `CorpusFormatError` naming the line; blank lines and empty fields are dropped and
     reported like in `load_parallel`.
     """
+    if not (is_integer(src_col) and is_integer(tgt_col)):
+        raise InputTypeError(f"src_col={src_col!r}, tgt_col={tgt_col!r}: give two ints")
     if src_col < 0 or tgt_col < 0 or src_col == tgt_col:
         raise InputError(
             f"src_col={src_col} and tgt_col={tgt_col} must be two different "

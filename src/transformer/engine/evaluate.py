@@ -15,7 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 from collections.abc import Iterator, Sequence
 
-from ..checks import check_translator, is_integer
+from ..checks import is_integer
+from ..search_checks import check_translator
 from ..decoding import BATCH_SIZE
 from ..errors import InputError, InputTypeError
 from ..evaluation import Score, corpus_bleu, corpus_chrf, group_references

@@ -22,7 +22,7 @@ from transformer.errors import (
     InputError,
 )
 from ..files import read_regular_file
-from ..checks import MAX_ALPHA, check_decoding
+from ..search_checks import MAX_ALPHA, check_decoding
 from ..translation import DEFAULT_DECODING
 from .digests import check_digests
 from ..memory import check_device

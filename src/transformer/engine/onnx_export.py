@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from .shipped import load_translator
 from ..decoding import MAX_LEN_A, MAX_LEN_B
-from ..errors import InputError
+from ..errors import InputError, InputTypeError
 from .digests import write_digests
 from .full_disk import full_disk_is_one_line
 from ..files import atomic_folder, atomic_write_bytes, remove_leftovers
@@ -208,6 +208,8 @@ def export_onnx(
     written is refused as well, never replaced; what an export killed midway left
     beside it is removed.
     `SHA256SUMS` holds the digest of each file. Returns out_dir."""
+    if not isinstance(out_dir, (str, os.PathLike)) or not str(out_dir):
+        raise InputTypeError(f"out_dir={out_dir!r}: give the folder to write, a path")
     out = Path(out_dir)
     checkpoint = load_translator(model, **load_options)
     if checkpoint.model.config.num_encoder_layers == 0:

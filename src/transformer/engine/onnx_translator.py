@@ -13,7 +13,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..checks import check_sentences, encode_to_fit, is_integer
+from ..checks import is_integer
+from ..search_checks import check_sentences, encode_to_fit
 from ..decoding import BATCH_SIZE, greedy_steps, output_limits
 from ..translation import length_batches, pad_rows
 from .digests import check_digests
