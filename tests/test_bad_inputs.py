@@ -2783,15 +2783,32 @@ def test_sigterm_is_heard_once_restored_after_and_left_alone_where_a_caller_chos
     assert p.stdout.strip() == "['cleaned up', 'terminated', True, True, True]"
 
 
-@pytest.mark.parametrize(
-    "sent, status, word",
-    [
-        (signal.SIGINT, 130, "interrupted"),
-        (signal.SIGTERM, 143, "terminated (SIGTERM)"),
-    ],
-)
-def test_ctrl_c_or_sigterm_during_training_ends_with_one_line_and_the_run_resumes(
-    tmp_path, course_data, sent, status, word
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="Linux's /proc")
+def test_sigterm_while_translate_waits_for_its_input_is_one_line_and_143(tiny_run):
+    """SIGTERM raises where the work is, as Ctrl-C does (the training run's Ctrl-C test
+    below shows that what a run saved is then resumed): one line, status 143."""
+    p = cli_process(
+        ["translate", "--model", tiny_run],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    p.stdin.write(SENTENCE.encode() + b"\n")
+    p.stdin.flush()  # and no end: the command waits for more, in a read of the pipe
+    wchan, end = Path(f"/proc/{p.pid}/wchan"), time.monotonic() + 120
+    while p.poll() is None and time.monotonic() < end:
+        with contextlib.suppress(OSError):
+            if "pipe" in wchan.read_text():
+                break
+        time.sleep(0.02)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 143 and err.decode() == "terminated (SIGTERM)\n", err
+    assert out == b""
+
+
+def test_ctrl_c_during_training_ends_with_one_line_and_the_run_resumes(
+    tmp_path, course_data
 ):
     data = tiny_config(tmp_path, optim__epochs=200)
     config = write_config(tmp_path / "c.toml", data)
@@ -2807,10 +2824,10 @@ def test_ctrl_c_or_sigterm_during_training_ends_with_one_line_and_the_run_resume
     end = time.monotonic() + 120
     while not latest_pointer.exists() and time.monotonic() < end and p.poll() is None:
         time.sleep(0.05)
-    p.send_signal(sent)
+    p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
-    assert p.returncode == status and err.decode().strip().splitlines()[-1] == (
-        f"{word}; `--resume` continues from the last checkpoint, if one was written (if not, start again)"
+    assert p.returncode == 130 and err.decode().strip().splitlines()[-1] == (
+        "interrupted; `--resume` continues from the last checkpoint, if one was written (if not, start again)"
     ), err.decode()
     assert "Traceback" not in err.decode()
     step = load_training_state(latest(Path(data["out_dir"])))["step"]
