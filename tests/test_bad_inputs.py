@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import importlib.util
 import errno
+import functools
 import gzip
 import io
 import json
@@ -3888,6 +3889,7 @@ def test_a_resume_in_a_run_folder_that_cannot_be_written_names_it_and_what_to_do
     assert listing(out) == before
 
 
+@functools.cache  # built once: each case reads its own entry
 def chapter_door_cases():
     """(id, call, error, phrase): the chapters' public functions, called as a reader
     calls them, refuse with the package's errors (an `InputError` is still a
