@@ -3976,7 +3976,7 @@ def chapter_door_cases():
             "modern_parts(bias='no')",
             lambda: modern_parts(bias="no", max_len=8),
             InputError,
-            "bias='no' must be True or False",
+            "bias='no': True or False",
         ),
         (
             "tiled_attention(causal='no')",

@@ -104,7 +104,7 @@ def test_the_chapter_config_is_frozen():
         (dict(num_encoder_layers=-1), InputError, r"must be >= 0"),
         (dict(dropout=-0.1), InputError, r"dropout=-0.1\): must be a probability"),
         (dict(dropout="0.1"), InputTypeError, r"dropout='0.1'\): give a float"),
-        (dict(norm_first="no"), InputTypeError, r"norm_first='no'\): must be True"),
+        (dict(norm_first="no"), InputTypeError, r"norm_first='no': True or False"),
         (dict(num_heads=3), InputError, r"d_model=16 is not divisible by num_heads=3"),
         (dict(pad_id=11), InputError, r"pad_id=11 is not a token id of both"),
         (dict(share_embeddings=True), InputError, r"needs one shared vocabulary"),

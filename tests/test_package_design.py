@@ -299,6 +299,7 @@ ONE_HOME = {
     "must be an integer >= 1": "search_checks.py",  # a translator's batch size
     "1 cuts nothing": "search_checks.py",  # sampling's top_p
     "does not exist: choose 0 to": "checks.py",  # chapter 14's layer and head numbers
+    ": True or False": "checks.py",  # a yes/no setting
     "is not divisible by num_heads": "multihead.py",  # head_width
     "must divide num_heads": "attention_cost.py",  # key_value_heads
     "rotate pairs of dimensions": "modern.py",  # rotary_angles

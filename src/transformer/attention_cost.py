@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
 from .blocks import Parts
-from .checks import check_attention_inputs, is_integer
+from .checks import check_attention_inputs, check_switches, is_integer
 from .errors import InputError, InputTypeError
 from .modern import RotaryPositions, modern_parts
 from .multihead import MultiHeadAttention, split_heads
@@ -160,8 +160,7 @@ def tiled_attention(
         raise InputError(
             f"block={block!r}: a block is an integer number of keys, at least 1"
         )
-    if not isinstance(causal, bool):  # causal="no" would be true
-        raise InputTypeError(f"causal={causal!r}: True or False")
+    check_switches(causal=causal)
     check_attention_inputs(Q, K, V, mask)
     T, S = Q.shape[-2], K.shape[-2]
     if mask is not None and tuple(mask.shape[-2:]) != (T, S):

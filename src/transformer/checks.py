@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/11_decoding.ipynb, ../../notebooks/14_seeing_attention.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'is_integer', 'is_real', 'check_number', 'check_index']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_index']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask; a number,
@@ -141,6 +141,14 @@ def check_number(name: str, x) -> None:
             f"{name}={shown} is a {kind}, not a number: pass a Python number (int(x) "
             "or float(x) converts a 0-dim tensor or a Decimal)"
         )
+
+
+def check_switches(**switches) -> None:
+    """Refuse a yes/no setting that is not True or False ("no" is truthy in Python:
+    it would mean yes)."""
+    for name, x in switches.items():
+        if not isinstance(x, bool):
+            raise InputTypeError(f"{name}={x!r}: True or False")
 
 # %% ../../notebooks/14_seeing_attention.ipynb #index-door
 def check_index(name: str, index, count: int) -> None:

@@ -13,13 +13,13 @@ import torch
 from torch import Tensor, nn
 
 from .errors import InputError
+from .checks import check_switches
 from transformer.search_checks import (
     check_beam,
     check_beam_fits,
     check_output_limits,
     check_pick,
     check_source,
-    check_switches,
 )
 from .model import TransformerConfig, evaluating
 from .cache import KVCache

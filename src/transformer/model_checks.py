@@ -10,7 +10,7 @@ __all__ = ['LEAST', 'SWITCHES', 'check_vocabularies', 'check_model_config', 'che
 # in a file, with the same vocabulary rules (`check_vocabularies`).
 import torch
 
-from .checks import is_integer, is_real
+from .checks import check_switches, is_integer, is_real
 from .errors import InputError, InputTypeError
 from .memory import check_fits
 from .multihead import head_width
@@ -59,11 +59,7 @@ def check_model_config(c) -> None:
             f"TransformerConfig(dropout={c.dropout!r}): must be a probability in "
             "[0, 1) (0: no dropout)"
         )
-    for name in SWITCHES:
-        if not isinstance(getattr(c, name), bool):
-            raise InputTypeError(
-                f"TransformerConfig({name}={getattr(c, name)!r}): must be True or False"
-            )
+    check_switches(**{name: getattr(c, name) for name in SWITCHES})
     head_width(c.d_model, c.num_heads)  # h divides D
     check_vocabularies(c)
 

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .checks import check_switches
 from .errors import InputError
 from .embedding import PositionalEncoding, table_rows
 from .blocks import FeedForward, Parts
@@ -167,8 +168,7 @@ def modern_parts(
         allowed = get_args(modern_parts.__annotations__[name])
         if value not in allowed:  # an unknown name would build the paper's part
             raise InputError(f"{name}={value!r}: choose one of {', '.join(allowed)}")
-    if not isinstance(bias, bool):
-        raise InputError(f"bias={bias!r} must be True or False")
+    check_switches(bias=bias)
     attention = partial(MultiHeadAttention, bias=bias)
     rotary = positions == "rotary"
     self_attention = (

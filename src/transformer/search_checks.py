@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/18_decoder_only.ipynb.
 
 # %% auto #0
-__all__ = ['MAX_ALPHA', 'CHARS_PER_TOKEN', 'check_model', 'check_source', 'check_switches', 'check_pick', 'check_output_limits', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'clean', 'encode_to_fit', 'check_sampling']
+__all__ = ['MAX_ALPHA', 'CHARS_PER_TOKEN', 'check_model', 'check_source', 'check_pick', 'check_output_limits', 'check_decoding', 'check_beam', 'beam_bytes', 'check_beam_fits', 'check_translator', 'check_sentences', 'clean', 'encode_to_fit', 'check_sampling']
 
 # %% ../../notebooks/11_decoding.ipynb #decoding-doors
 # transformer/search_checks.py: the rules of chapter 11's doors (greedy_decode, beam_search
@@ -82,14 +82,6 @@ def check_source(model, src: Tensor) -> None:
             "a source sentence is empty (all padding): give empty lines an empty "
             "translation without calling the model, as `translate` does"
         )
-
-
-def check_switches(**switches) -> None:
-    """Refuse a yes/no setting that is not True or False ("no" is truthy in Python:
-    it would mean yes)."""
-    for name, x in switches.items():
-        if not isinstance(x, bool):
-            raise InputTypeError(f"{name}={x!r}: True or False")
 
 
 def check_pick(pick, vocab_size: int) -> Callable | None:

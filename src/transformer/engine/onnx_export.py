@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from .shipped import load_translator
 from ..decoding import MAX_LEN_A, MAX_LEN_B
+from ..checks import check_switches
 from ..errors import InputError, InputTypeError
 from .digests import write_digests
 from .full_disk import full_disk_is_one_line
@@ -152,8 +153,7 @@ def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
     """Refuse, before any work: an `out_dir` that is a file, a folder holding files
     without `replace`, and one whose replacing would take the model or the current
     folder with it."""
-    if not isinstance(replace, bool):
-        raise InputError(f"replace={replace!r} must be True or False")
+    check_switches(replace=replace)
     if not out.name or out.name in (".", ".."):
         raise InputError(
             f"out_dir={str(out)!r} names no new folder: "
