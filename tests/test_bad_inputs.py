@@ -1345,7 +1345,7 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
     (
         "config file missing",
         lambda w, r: ["train", "--config", w / "nothing.toml"],
-        "nothing.toml does not exist",
+        "nothing.toml' does not exist",
     ),
     (
         "config file is a folder",
@@ -2469,6 +2469,15 @@ def test_an_export_into_a_folder_whose_name_is_not_utf8_is_written_and_read(
     )
 
 
+def swap_graphs(encoder: Path) -> None:
+    """Swap an export's two graphs and write its SHA256SUMS again."""
+    decoder, spare = encoder.parent / "decoder.onnx", encoder.parent / "spare"
+    encoder.rename(spare)
+    decoder.rename(encoder)
+    spare.rename(decoder)
+    write_digests(encoder.parent, EXPORTED)
+
+
 def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(
     tiny_run, tmp_path
 ):
@@ -2572,6 +2581,11 @@ def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(
                 edit_json(p, tgt_vocab_size=2000) or write_digests(p.parent, EXPORTED)
             ),
             "decoder.onnx's logits has 1000 along axis -1",
+        ),
+        (  # the two graphs swapped, SHA256SUMS made again: a ValueError of unpacking
+            "encoder.onnx",
+            swap_graphs,
+            "encoder.onnx has 2 outputs, not 1",
         ),
     ]
     for i, (name, damage, phrase) in enumerate(damages):
@@ -2725,6 +2739,7 @@ def test_ctrl_c_while_the_command_is_still_importing_torch_is_one_line_and_130(d
     [
         (errno.EROFS, "the disk is read-only; choose a folder on a writable one"),
         (errno.EACCES, "no permission; choose another folder, or fix its permissions"),
+        (errno.ENAMETOOLONG, "choose a shorter path (a name under 255 bytes)"),
     ],
 )
 def test_a_path_the_user_named_that_cannot_be_written_says_what_to_do(
@@ -2975,12 +2990,16 @@ def test_damaged_rows_of_metrics_csv_are_named_and_the_resume_equals_a_straight_
     # number, NUL bytes, and last a row cut short
     with open(tmp_path / "out" / "metrics.csv", "ab") as f:
         f.write(
-            b"garbage,that,is,not,a,row\nstep,x,1,,,,,,,,,,,\n\0\0\0\0\nstep,6,1,4.21"
+            b"garbage,that,is,not,a,row\nstep,x,1,,,,,,,,,,,\n\0\0\0\0\n"
+            + b"step,7,"
+            + b"9" * 200_000
+            + b"\n"  # over csv's field limit: csv.Error
+            + b"step,6,1,4.21"
         )
     status, out, err = run_main(train + ["--resume"], None, capsys, monkeypatch)
     assert status == 0, err
     assert (
-        err.count("metrics.csv: line 8 and 3 more damaged") == 1
+        err.count("metrics.csv: line 8 and 4 more damaged") == 1
         and "Traceback" not in err
     ), err
     assert_same_run(tmp_path / "out", straight_run)
@@ -3949,6 +3968,54 @@ def chapter_door_cases():
             "model_type='wordpiece': sentencepiece trains bpe, unigram, char or word",
         ),
         (
+            "train_tokenizer(None, ...) (TypeError: not iterable)",
+            lambda: train_tokenizer(None, "/nonexistent/t", 20),
+            InputTypeError,
+            "train_tokenizer needs a list of sentences, got NoneType",
+        ),
+        (
+            "train_tokenizer of a lone surrogate (UnicodeEncodeError)",
+            lambda: train_tokenizer(["a\ud800"], "/nonexistent/t", 20),
+            InputError,
+            "a sentence is not valid Unicode: character 2 is a lone surrogate",
+        ),
+        (
+            "train_tokenizer(model_prefix=None): wrote ./None.model",
+            lambda: train_tokenizer(["ein hund"], None, 20),
+            InputTypeError,
+            "model_prefix=None: the path of the model without its .model",
+        ),
+        (
+            "train_tokenizer(model_prefix='dir/'): wrote a hidden dir/.model",
+            lambda: train_tokenizer(["ein hund"], "/nonexistent/", 20),
+            InputTypeError,
+            "model_prefix='/nonexistent/': the path of the model without its .model",
+        ),
+        (
+            "train_tokenizer(vocab_size=2.5): 'leaves no room beside the 4 specials'",
+            lambda: train_tokenizer(["ein hund"], "/nonexistent/t", 2.5),
+            InputTypeError,
+            "vocab_size=2.5: a whole number of pieces",
+        ),
+        (
+            "corpus_bleu of a dict of references: scored against its keys",
+            lambda: corpus_bleu(["a"], {"a": 1}),
+            InputTypeError,
+            "references must be a list of strings, got dict",
+        ),
+        (
+            "corpus_bleu(lowercase='yes'): taken as true",
+            lambda: corpus_bleu(["a"], ["a"], lowercase="yes"),
+            InputTypeError,
+            "lowercase='yes': True or False",
+        ),
+        (
+            "TrainConfig.from_toml of TOML text: a message of two lines",
+            lambda: TrainConfig.from_toml('name = "x"\n'),
+            ConfigError,
+            "config file 'name = \"x\"\\n' does not exist (the configs live in",
+        ),
+        (
             "corpus_bleu(tokenize='nope') (KeyError)",
             lambda: corpus_bleu(["a"], ["a"], tokenize="nope"),
             InputError,
@@ -4321,6 +4388,11 @@ def test_build_model_refuses_a_model_larger_than_the_memory_in_one_line():
         "    build_model(ModelConfig(10**9, 10**9))\n"
         "except ConfigError as e:\n"
         "    print(e)\n"
+        "tiny = dict(d_model=8, num_heads=2, d_ff=8, num_decoder_layers=1)\n"
+        "try:  # 4 MB of weights, 4.5 GB of layers: minutes, then a SystemError\n"
+        "    build_model(ModelConfig(10, 10, **tiny, num_encoder_layers=100_000))\n"
+        "except ConfigError as e:\n"
+        "    print(e)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
@@ -4331,9 +4403,9 @@ def test_build_model_refuses_a_model_larger_than_the_memory_in_one_line():
     )
     assert result.returncode == 0, result.stderr
     assert re.fullmatch(
-        r"the model that the config describes \(its float32 weights\) needs "
-        r"about 4,100\.\d GB, but cpu memory has [\d.]+ GB available: lower d_model, "
-        r"d_ff, the layer counts, max_len or the vocabulary sizes\n",
+        r"(the model that the config describes \(its float32 weights, its layers\) "
+        r"needs about (4,100|6)\.\d GB, but cpu memory has [\d.]+ GB available: lower "
+        r"d_model, d_ff, the layer counts, max_len or the vocabulary sizes\n){2}",
         result.stdout,
     ), result.stdout
 

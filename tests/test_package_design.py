@@ -295,7 +295,7 @@ ONE_HOME = {
     "the length penalty's exponent": "search_checks.py",  # alpha
     "the hypotheses returned per sentence": "search_checks.py",  # n_best
     "sentences must be a list of strings": "search_checks.py",  # both translators
-    "is not valid Unicode": "search_checks.py",
+    "is not valid Unicode": "checks.py",
     "must be an integer >= 1": "search_checks.py",  # a translator's batch size
     "1 cuts nothing": "search_checks.py",  # sampling's top_p
     "does not exist: choose 0 to": "checks.py",  # chapter 14's layer and head numbers

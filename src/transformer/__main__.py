@@ -19,7 +19,12 @@ def command_line() -> int:
         finally:
             if held:  # a Ctrl-C pressed meanwhile is raised here
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        return main()
+        status = main()
+        # the command has ended and said how: a Ctrl-C or SIGTERM during the
+        # interpreter's tear-down would only end it without a word
+        for heard in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(heard, signal.SIG_IGN)
+        return status
     except KeyboardInterrupt:  # before `cli.main` hears it (during the imports)
         print("interrupted", file=sys.stderr)
         return 128 + 2

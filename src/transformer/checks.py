@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/11_decoding.ipynb, ../../notebooks/14_seeing_attention.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_index']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask; a number,
@@ -107,7 +107,8 @@ def check_attention_inputs(
         check_fits(nbytes, Q.device, "attention's scores", "the batch or the lengths")
 
 # %% ../../notebooks/11_decoding.ipynb #number-doors
-# the rules for a number that every later door asks, first needed by chapter 11's
+# the rules for a number, a yes/no setting and a text that every later door asks,
+# first needed by chapter 11's
 import numbers
 import sys
 
@@ -149,6 +150,18 @@ def check_switches(**switches) -> None:
     for name, x in switches.items():
         if not isinstance(x, bool):
             raise InputTypeError(f"{name}={x!r}: True or False")
+
+
+def check_unicode(text: str, name: str) -> None:
+    """Refuse a text with a lone surrogate: bytes that were not UTF-8, decoded with
+    errors="surrogateescape" (sentencepiece and the files cannot take it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(
+            f"{name} is not valid Unicode: character {e.start + 1} is a lone "
+            "surrogate (text read from bytes that were not UTF-8)"
+        ) from None
 
 # %% ../../notebooks/14_seeing_attention.ipynb #index-door
 def check_index(name: str, index, count: int) -> None:

@@ -5,11 +5,12 @@ __all__ = ['OFFLINE_TOKENIZERS', 'Score', 'corpus_bleu', 'corpus_chrf', 'group_r
 
 # %% ../../notebooks/12_evaluation.ipynb #b8fc908f
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
+from .checks import check_switches
 from .errors import InputError, InputTypeError
 
 # %% ../../notebooks/12_evaluation.ipynb #7189229f
@@ -51,7 +52,7 @@ def _corpus(hypotheses, references) -> tuple[list[str], list[list[str | None]]]:
     """The hypotheses as a list and the references as sacreBLEU's streams, each refused
     with what it must be: lists (or any iterable) of strings, aligned, not empty."""
     for name, given in (("hypotheses", hypotheses), ("references", references)):
-        if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+        if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, Iterable):
             raise InputTypeError(
                 f"{name} must be a list of strings, got {type(given).__name__}: for "
                 "one sentence, pass [sentence]"
@@ -91,6 +92,7 @@ def corpus_bleu(
     older Multi30k tutorials report.
     """
     hypotheses, streams = _corpus(hypotheses, references)
+    check_switches(lowercase=lowercase)
     if not isinstance(tokenize, str) or tokenize not in OFFLINE_TOKENIZERS:
         raise InputError(
             f"tokenize={tokenize!r}: the sacreBLEU tokenizers that need no extra "

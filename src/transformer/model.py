@@ -108,7 +108,8 @@ class Transformer(nn.Module):
         c = self.config = config
         # the door: weights (and the positional table) the device has no room for are
         # refused before anything is allocated, 4 bytes a number
-        check_weights_fit(4 * (closed_form(c)["total"] + c.max_len * c.d_model))
+        weights = 4 * (closed_form(c)["total"] + c.max_len * c.d_model)
+        check_weights_fit(weights, c.num_encoder_layers + c.num_decoder_layers)
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = (
             self.src_embed

@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 import torch
 from torch import Tensor
 
-from .checks import check_number, is_integer
+from .checks import check_number, check_unicode, is_integer
 from .errors import InputError, InputTypeError
 from .memory import check_fits
 
@@ -242,15 +242,7 @@ def check_sentences(sentences, batch_size) -> list[str]:
                 f"sentences[{i}] is {type(s).__name__}, not a str: every "
                 "sentence must be a string"
             )
-        try:
-            s.encode("utf-8")
-        except UnicodeEncodeError as e:
-            # a lone surrogate: bytes that were not UTF-8, decoded with
-            # errors="surrogateescape"
-            raise InputError(
-                f"sentences[{i}] is not valid Unicode: character {e.start + 1} is a "
-                "lone surrogate (text read from bytes that were not UTF-8)"
-            ) from None
+        check_unicode(s, f"sentences[{i}]")
     check_number("batch_size", batch_size)
     if not is_integer(batch_size) or batch_size < 1:
         raise InputError(f"batch_size={batch_size!r} must be an integer >= 1")

@@ -6,11 +6,13 @@ __all__ = ['PAD_ID', 'UNK_ID', 'BOS_ID', 'EOS_ID', 'SPECIAL_PIECES', 'Tokenizer'
 # %% ../../notebooks/09_data.ipynb #aa0da441
 import hashlib
 import io
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
 
+from .checks import check_unicode, is_integer
 from .errors import InputError, InputTypeError
 from .files import atomic_write_bytes, read_regular_file
 
@@ -147,6 +149,10 @@ class Tokenizer:
 # %% ../../notebooks/09_data.ipynb #a6afe26b
 def _sentences_to_learn(sentences: Iterable[str]) -> list[str]:
     """The non-blank `sentences`, stripped: what sentencepiece learns from."""
+    if not isinstance(sentences, Iterable):
+        raise InputTypeError(
+            f"train_tokenizer needs a list of sentences, got {type(sentences).__name__}"
+        )
     if isinstance(sentences, (str, bytes)):
         # a str is iterable: it would train on its characters, one "sentence" each
         raise InputError(
@@ -159,6 +165,7 @@ def _sentences_to_learn(sentences: Iterable[str]) -> list[str]:
             raise InputTypeError(
                 f"train_tokenizer needs str sentences, got {type(s).__name__}"
             )
+        check_unicode(s, "a sentence")
         if s.strip():
             texts.append(s.strip())
     if not texts:
@@ -233,6 +240,14 @@ def train_tokenizer(
     sentences carry nothing to learn and are skipped.
     """
     texts = _sentences_to_learn(sentences)
+    named = isinstance(model_prefix, (str, os.PathLike)) and Path(model_prefix).name
+    if not named or os.fspath(model_prefix).endswith(("/", os.sep)):
+        raise InputTypeError(
+            f"model_prefix={model_prefix!r}: the path of the model without its .model, "
+            "e.g. 'runs/x/tokenizer'"
+        )
+    if not is_integer(vocab_size):
+        raise InputTypeError(f"vocab_size={vocab_size!r}: a whole number of pieces")
     if model_type not in ("bpe", "unigram", "char", "word"):
         raise InputError(
             f"model_type={model_type!r}: sentencepiece trains bpe, unigram, char or word"

@@ -328,6 +328,7 @@ def _one_line(message: str) -> str:
 _PATH_FIXES = {
     errno.EROFS: ": the disk is read-only; choose a folder on a writable one",
     errno.EACCES: ": no permission; choose another folder, or fix its permissions",
+    errno.ENAMETOOLONG: ": choose a shorter path (a name under 255 bytes)",
 }
 
 

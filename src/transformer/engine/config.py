@@ -368,8 +368,8 @@ class TrainConfig:
         path = Path(path)
         if not path.exists():
             raise ConfigError(
-                f"config file {path} does not exist "
-                "(the configs live in configs/*.toml)"
+                f"config file {str(path)!r} does not exist (the configs live in "
+                "configs/*.toml; from_toml takes a path, not the TOML text)"
             )
         try:
             d = tomllib.loads(config_text(path))

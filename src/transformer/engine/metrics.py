@@ -108,7 +108,10 @@ def _rows(path: Path) -> list[dict]:
         lines = [b.decode("utf-8", "replace").rstrip("\r\n") for b in f]
     header = _header(path, lines[0]) if lines else MetricsLog.FIELDS
     for number, line in enumerate(lines[1:], start=2):
-        values = next(csv.reader([line.replace("\0", "\ufffd")]), [])
+        try:  # a field over csv's limit (131,072 characters) is damage too
+            values = next(csv.reader([line.replace("\0", "\ufffd")]), [])
+        except csv.Error:
+            values = []
         row = dict(zip(header, values))
         if len(values) != len(header) or not _sound(row):
             bad.append(number)

@@ -120,7 +120,8 @@ def build_model(config: ModelConfig) -> nn.Module:
             "transformer.ModelConfig(src_vocab_size, tgt_vocab_size, ...)"
         )
     if torch.get_default_device().type != "meta":  # model_bytes builds on meta
-        check_weights_fit(model_bytes(config), ConfigError)  # chapter 08's door
+        layers = config.num_encoder_layers + config.num_decoder_layers
+        check_weights_fit(model_bytes(config), layers, ConfigError)  # chapter 08's door
     decoder_only = config.num_encoder_layers == 0
     choices = dict(
         norm=config.norm,

@@ -182,7 +182,10 @@ class OnnxTranslator:
         """The graphs' declared widths against each other and translator.json: a graph
         swapped for another export's is refused here, not at its first run."""
         m = self.meta
-        (memory,) = self.encoder.get_outputs()
+        outputs = self.encoder.get_outputs()
+        if len(outputs) != 1:  # the decoder step's graph, for instance
+            raise self._misfit(f"encoder.onnx has {len(outputs)} outputs, not 1")
+        memory = outputs[0]
         shapes = {i.name: i.shape for i in self.decoder.get_inputs()}
         shapes.update({o.name: o.shape for o in self.decoder.get_outputs()})
         for what, shape, index, key in (
