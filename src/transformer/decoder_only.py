@@ -91,7 +91,8 @@ class DecoderOnly(nn.Module):
         c = self.config = config
         # chapter 08's door, with an upper bound: closed_form counts a cross-attention
         # per block; the positional table holds 2 max_len positions
-        weights = 4 * (closed_form(c)["total"] + 2 * c.max_len * c.d_model)
+        tied = c.tie_target_embeddings * c.tgt_vocab_size * c.d_model  # until tied
+        weights = 4 * (closed_form(c)["total"] + 2 * c.max_len * c.d_model + tied)
         check_weights_fit(weights, c.num_decoder_layers)
         self.source_mask = source_mask
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)

@@ -107,8 +107,10 @@ class Transformer(nn.Module):
         parts = parts_for(config, parts)
         c = self.config = config
         # the door: weights (and the positional table) the device has no room for are
-        # refused before anything is allocated, 4 bytes a number
-        weights = 4 * (closed_form(c)["total"] + c.max_len * c.d_model)
+        # refused before anything is allocated, 4 bytes a number; a tied generator's
+        # own matrix exists until it is tied, so the peak holds it too
+        tied = c.tie_target_embeddings * c.tgt_vocab_size * c.d_model
+        weights = 4 * (closed_form(c)["total"] + c.max_len * c.d_model + tied)
         check_weights_fit(weights, c.num_encoder_layers + c.num_decoder_layers)
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.tgt_embed = (
