@@ -1658,6 +1658,14 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
         "checkpoints should be a folder of the run",
     ),
     (
+        "--resume, checkpoints/best is a folder (found at the start, not an epoch later)",
+        lambda w, r: [
+            existing_run("--resume")(w, r),
+            folder(w / "out" / "checkpoints" / "best"),
+        ][0],
+        "checkpoints/best should be the file that names a checkpoint folder",
+    ),
+    (
         "out_dir/metrics.csv is a folder",
         lambda w, r: (
             folder(w / "out")

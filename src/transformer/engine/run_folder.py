@@ -216,7 +216,8 @@ def previous_checkpoint(
 
 
 def _check_run_files(out: Path) -> None:
-    """Refuse a checkpoints/, tokenizer/ or metrics.csv of the wrong kind in `out`."""
+    """Refuse a checkpoints/, tokenizer/, metrics.csv or pointer (latest, best) of the
+    wrong kind in `out`."""
     for name, folder in (
         ("checkpoints", True),
         ("tokenizer", True),
@@ -235,6 +236,14 @@ def _check_run_files(out: Path) -> None:
             raise ConfigError(
                 f"{p} should be a {'folder' if folder else 'file'} of the run, "
                 "but is not: move it away, or set another out_dir"
+            )
+    for pointer in (out / "checkpoints" / "latest", out / "checkpoints" / "best"):
+        # a run rewrites its pointers at every save: found now, not an epoch later
+        if (pointer.exists() or pointer.is_symlink()) and not pointer.is_file():
+            raise ConfigError(
+                f"{pointer} should be the file that names a checkpoint folder, but is "
+                "not a file: move it away (the run writes it again at its next save), "
+                "or set another out_dir"
             )
     for step in sorted((out / "checkpoints").glob("step-*")):
         # a resume would read it, and the run's pruning write through it
