@@ -1101,6 +1101,28 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
     ),
     ("evaluate into a file", out_dir_is_a_file, None, "is a file, not a folder"),
     (
+        "evaluate --out-dir ~nosuchuser/x (made a folder called ~nosuchuser here)",
+        run_model(
+            "evaluate",
+            "--model",
+            "{model}",
+            "--split",
+            "val",
+            "--out-dir",
+            "~nosuchuser/x",
+        ),
+        None,
+        "out_dir=~nosuchuser/x: ~nosuchuser names no home folder here",
+    ),
+    (
+        "evaluate --out-dir with a newline (it split the last line in two)",
+        run_model(
+            "evaluate", "--model", "{model}", "--split", "val", "--out-dir", "a\nb"
+        ),
+        None,
+        "holds the control character '\\n'",
+    ),
+    (
         "evaluate into a symbolic link to nothing",
         lambda w, r: (
             link(w / "dangling", str(w / "nothing"))
@@ -1656,6 +1678,16 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
             and config_case()(w, r)
         ),
         "checkpoints should be a folder of the run",
+    ),
+    (
+        "out_dir = ~nosuchuser/run (made a folder called ~nosuchuser here)",
+        config_case(out_dir="~nosuchuser/run"),
+        "out_dir=~nosuchuser/run: ~nosuchuser names no home folder here",
+    ),
+    (
+        "--out-dir with a newline (it split the done: line in two)",
+        with_args("--out-dir", "runs/a\nb"),
+        "out_dir='runs/a\\nb' holds the control character '\\n'",
     ),
     (
         "--resume, checkpoints/best is a folder (found at the start, not an epoch later)",
@@ -3686,6 +3718,13 @@ def test_a_resume_with_nothing_left_to_train_says_so(
         (("de", ["Ein Hund."]), {}, "InputTypeError", "not list"),
         (("de", "Ein Hund."), {"translation": 3}, "InputTypeError", "translation must"),
         (("de", "   "), {}, "InputError", "the sentence is empty"),
+        (("de", "a\ud800"), {}, "InputError", "sentence is not valid Unicode"),
+        (
+            ("de", "Ein Hund."),
+            {"translation": "\udcff"},
+            "InputError",
+            "translation is",
+        ),
         (("de", "Ein Hund."), {"beam_size": 0}, "InputError", "beam_size=0"),
     ],
 )
@@ -3926,7 +3965,7 @@ def chapter_door_cases():
     from transformer.attention_cost import tiled_attention
     from transformer.averaging import average_weights
     from transformer.blocks import layer_stack
-    from transformer.data import TokenBudgetBatchSampler, collate
+    from transformer.data import TokenBudgetBatchSampler, TranslationDataset, collate
     from transformer.embedding import sinusoidal_positional_encoding
     from transformer.engine.corpora import load_multi30k, load_tatoeba, split_pairs
     from transformer.engine.corpora import load_tsv
@@ -3949,6 +3988,7 @@ def chapter_door_cases():
 
     logits, target = torch.randn(1, 2, 5), torch.tensor([[1, 2]])
     q = torch.randn(1, 2, 4)
+    tok = functools.cache(lambda: Tokenizer.load(TOKENIZER))
     decoder_only = build_model(
         ModelConfig(30, 30, 8, 2, 0, 1, 16, share_embeddings=True)
     ).eval()
@@ -3975,17 +4015,98 @@ def chapter_door_cases():
             InputError,
             "model_type='wordpiece': sentencepiece trains bpe, unigram, char or word",
         ),
+        # the ninth trial's M7 and M8: chapter 09's dataset and sampler called directly
+        (
+            "TranslationDataset(None, ...) (TypeError: not iterable)",
+            lambda: TranslationDataset(None, tok(), tok(), 64),
+            InputTypeError,
+            "pairs must be a list of (source, target) pairs, got NoneType",
+        ),
+        (
+            "TranslationDataset of a generator (its targets were silently empty)",
+            lambda: TranslationDataset(
+                ((a, b) for a, b in [("a", "b")]), tok(), tok(), 64
+            ),
+            InputTypeError,
+            "list(...) reads an iterator into one",
+        ),
+        (
+            "TranslationDataset of a pair of None",
+            lambda: TranslationDataset([("Ein Hund.", None)], tok(), tok(), 64),
+            InputTypeError,
+            "pairs[0] is ('Ein Hund.', None): give a (source, target) pair of str",
+        ),
+        (
+            "TranslationDataset with a str for a tokenizer",
+            lambda: TranslationDataset([("a", "b")], "tok.model", tok(), 64),
+            InputTypeError,
+            "src_tokenizer must be a Tokenizer (Tokenizer.load(path)), got str",
+        ),
+        (
+            "TranslationDataset(max_len='64') (TypeError of <)",
+            lambda: TranslationDataset([("a", "b")], tok(), tok(), "64"),
+            InputTypeError,
+            "max_len='64': a whole number of tokens",
+        ),
+        (
+            "TranslationDataset(max_len=2.5)",
+            lambda: TranslationDataset([("a", "b")], tok(), tok(), 2.5),
+            InputTypeError,
+            "max_len=2.5: a whole number of tokens",
+        ),
+        (
+            "TokenBudgetBatchSampler(None, 100)",
+            lambda: TokenBudgetBatchSampler(None, 100),
+            InputTypeError,
+            "lengths must be a list of whole numbers, got NoneType",
+        ),
+        (
+            "TokenBudgetBatchSampler of a NaN length (int(nan): ValueError)",
+            lambda: TokenBudgetBatchSampler([3, float("nan")], 100),
+            InputTypeError,
+            "lengths[1]=nan: a whole number of tokens",
+        ),
+        (
+            "TokenBudgetBatchSampler of a length 2.5 (was cut to 2)",
+            lambda: TokenBudgetBatchSampler([2.5], 100),
+            InputTypeError,
+            "lengths[0]=2.5: a whole number of tokens",
+        ),
+        (
+            "TokenBudgetBatchSampler(seed=2**70) (an overflow when iterated)",
+            lambda: TokenBudgetBatchSampler([3], 100, seed=2**70),
+            InputError,
+            "seed=1180591620717411303424: give a whole number from 0 to 2**63 - 1",
+        ),
+        (
+            "TokenBudgetBatchSampler(seed='a')",
+            lambda: TokenBudgetBatchSampler([3], 100, seed="a"),
+            InputTypeError,
+            "seed='a': a whole number",
+        ),
+        (
+            "TokenBudgetBatchSampler(shuffle='no') (shuffled)",
+            lambda: TokenBudgetBatchSampler([3], 100, shuffle="no"),
+            InputTypeError,
+            "shuffle='no': True or False",
+        ),
+        (
+            "TokenBudgetBatchSampler(max_tokens='100')",
+            lambda: TokenBudgetBatchSampler([3], "100"),
+            InputTypeError,
+            "max_tokens='100': a whole number",
+        ),
         (
             "train_tokenizer(None, ...) (TypeError: not iterable)",
             lambda: train_tokenizer(None, "/nonexistent/t", 20),
             InputTypeError,
-            "train_tokenizer needs a list of sentences, got NoneType",
+            "sentences must be a list of strings, got NoneType",
         ),
         (
             "train_tokenizer of a lone surrogate (UnicodeEncodeError)",
             lambda: train_tokenizer(["a\ud800"], "/nonexistent/t", 20),
             InputError,
-            "a sentence is not valid Unicode: character 2 is a lone surrogate",
+            "sentences[0] is not valid Unicode: character 2 is a lone surrogate",
         ),
         (
             "train_tokenizer(model_prefix=None): wrote ./None.model",
@@ -4009,7 +4130,7 @@ def chapter_door_cases():
             "corpus_bleu of a dict of references: scored against its keys",
             lambda: corpus_bleu(["a"], {"a": 1}),
             InputTypeError,
-            "references must be a list of strings, got dict",
+            "references is a dict, whose order is arbitrary",
         ),
         (
             "corpus_bleu(lowercase='yes'): taken as true",
@@ -4172,7 +4293,7 @@ def chapter_door_cases():
             "train_tokenizer('ein hund', ...)",
             lambda: train_tokenizer("ein hund", "unused", 20),
             InputError,
-            "train_tokenizer needs a list of sentences, got one str",
+            "sentences must be a list of strings, got str: wrap one sentence in a list",
         ),
         (
             "split_pairs, all held out",
@@ -4335,6 +4456,14 @@ def chapter_door_cases():
                 "out_dir=None: give the folder to write, a path",
             )
         )
+        cases.append(
+            (
+                "export_onnx(model, '~nosuchuser/x') (made a folder called ~nosuchuser)",
+                lambda: export_onnx("multi30k-de-en", "~nosuchuser/x"),
+                InputError,
+                "out_dir=~nosuchuser/x: ~nosuchuser names no home folder here",
+            )
+        )
     return cases
 
 
@@ -4349,6 +4478,53 @@ def test_a_chapter_s_public_function_refuses_with_the_packages_errors(case):
     assert isinstance(
         refused.value, TypeError if error is InputTypeError else ValueError
     )
+
+
+TOKENIZER = ROOT / "models" / "multi30k-de-en" / "tokenizer.model"
+
+
+@pytest.mark.parametrize(
+    "call, error, phrase",
+    [
+        ("load(None)", "InputTypeError", "Tokenizer.load takes the path of a .model"),
+        (
+            "load('/nonexistent/t.model')",
+            "CheckpointNotFoundError",
+            "no tokenizer model",
+        ),
+        ("load(TOKENIZER.parent)", "InputError", "is a folder, not a regular file"),
+        ("tok.save(None)", "InputTypeError", "Tokenizer.save takes the path"),
+        ("tok.save(tmp)", "InputError", "is a folder: give the path of a .model file"),
+        ("tok.save('/proc/x.model')", "InputError", "/proc/x.model cannot be written"),
+        ("tok.encode('a\\ud800')", "InputError", "the text is not valid Unicode"),
+        ("tok.pieces(3)", "InputTypeError", "pieces takes one str, got int"),
+        ("tok.encode_batch('Ein Hund.')", "InputTypeError", "use encode for one"),
+        (
+            "tok.encode_batch(['a', None])",
+            "InputTypeError",
+            "texts[1] is NoneType, not a str",
+        ),
+        ("tok.encode_batch(['\\udcff'])", "InputError", "texts[0] is not valid"),
+        ("tok.decode(None)", "InputError", "decode takes one sequence of int ids"),
+        ("tok.decode_batch(None)", "InputTypeError", "decode_batch takes rows"),
+        ("tok.id_to_piece(10**6)", "InputError", "id 1000000 is outside this"),
+        ("tok.id_to_piece(-1)", "InputError", "id -1 is outside this"),
+        ("tok.id_to_piece('a')", "InputTypeError", "id 'a' is not an int"),
+    ],
+)
+def test_a_tokenizers_methods_refuse_with_the_packages_errors(
+    call, error, phrase, tmp_path
+):
+    """The ninth trial's M5: each was sentencepiece's or Python's own error."""
+    import transformer.errors as errors
+    from transformer.tokenizer import Tokenizer
+
+    tok, load = Tokenizer.load(TOKENIZER), Tokenizer.load
+    names = dict(tok=tok, load=load, TOKENIZER=TOKENIZER, tmp=tmp_path)
+    with pytest.raises(getattr(errors, error)) as refused:
+        eval(call, names)
+    assert phrase in str(refused.value) and "\n" not in str(refused.value)
+    assert tok.id_to_piece(torch.tensor(5)) == tok.id_to_piece(5)
 
 
 def test_corpus_bleu_takes_any_iterable_of_strings_as_a_list():

@@ -231,5 +231,5 @@ def test_too_large_vocabulary_is_a_clear_error(tmp_path):
 def test_no_sentences_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no non-empty sentences"):
         train_tokenizer(["", "   "], tmp_path / "empty", vocab_size=50)
-    with pytest.raises(TypeError, match="str sentences"):
+    with pytest.raises(TypeError, match=r"sentences\[0\] is bytes, not a str"):
         train_tokenizer([b"bytes"], tmp_path / "bytes", vocab_size=50)

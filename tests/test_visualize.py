@@ -1,4 +1,5 @@
-"""transformer.visualize: attention weights with their labels, head ablation, plots and the explorer."""
+"""transformer.visualize and transformer.explorer: attention weights with their labels, head ablation, plots
+and the explorer."""
 
 import json
 
@@ -200,7 +201,7 @@ def test_plot_attention_draws_one_map_or_the_whole_grid(shipped):
         (dict(cell=-1), r"cell=-1, fontsize=9: must be finite, > 0"),
         (dict(fontsize=0), r"fontsize=0: must be finite, > 0"),
         (dict(cell=float("inf")), r"cell=inf, fontsize=9: must be finite, > 0"),
-        (dict(cell=1000.0), r"cell=1000.0 makes a figure \d+ in wide"),
+        (dict(cell=1000.0), r"cell=1000.0 makes a figure \d+ in wide: lower cell"),
     ],
 )
 def test_plot_attention_refuses_a_map_that_does_not_exist_in_one_line(
@@ -243,7 +244,7 @@ def test_plot_attention_names_the_query_and_key_axes_and_has_a_colour_bar(shippe
 def test_explorer_links_every_control_to_its_stacks_in_the_browser(shipped):
     import ipywidgets as W
 
-    from transformer.visualize import attention_explorer
+    from transformer.explorer import attention_explorer
 
     box = attention_explorer(shipped, ["Ein Hund."], dpi=30)
     sentence, controls, captions, pictures, own = box.children
@@ -292,12 +293,12 @@ def test_the_stored_head_ablation_table_covers_every_head():
 
 def test_the_explorer_shows_markup_in_a_sentence_as_text(tiny_run, monkeypatch):
     pytest.importorskip("ipywidgets")
-    import transformer.visualize as visualize
+    import transformer.explorer as explorer
 
     monkeypatch.setattr(
-        visualize, "_pngs", lambda maps, kind, dpi: [[b""] * 2] * 1
+        explorer, "_pngs", lambda maps, kind, dpi: [[b""] * 2] * 1
     )  # the pictures are not what is tested
-    box = visualize.attention_explorer(
+    box = explorer.attention_explorer(
         load_checkpoint(tiny_run), ["Ein <b>Hund</b> & eine Katze."]
     )
     caption = box.children[2].children[0].value
@@ -324,10 +325,11 @@ def test_the_explorers_maps_drawn_on_one_figure_equal_each_map_drawn_on_its_own(
     import matplotlib.pyplot as plt
     from PIL import Image
 
+    import transformer.explorer as explorer
     import transformer.visualize as visualize
 
     maps = attention_maps(load_translator("multi30k-de-en"), "Ein Hund läuft.")
-    drawn = visualize._pngs(maps, "cross", dpi=48)
+    drawn = explorer._pngs(maps, "cross", dpi=48)
     for i, j in ((0, 0), (2, 3)):
         fig = plot_attention(maps, "cross", i, j, cell=0.2, fontsize=7)
         fig.axes[0].set_title("")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .checks import check_dataset, check_sampler
 from .errors import InputError
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
@@ -35,11 +36,7 @@ class TranslationDataset(torch.utils.data.Dataset):
         tgt_tokenizer: Tokenizer,
         max_len: int,
     ):
-        if max_len < 2:
-            raise InputError(
-                f"max_len={max_len} is too small: a target needs at least one token "
-                "plus bos/eos"
-            )
+        check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len)  # checks.py
         self.max_len = max_len
         src_all = src_tokenizer.encode_batch([src for src, _ in pairs])
         tgt_all = tgt_tokenizer.encode_batch([tgt for _, tgt in pairs])
@@ -99,21 +96,15 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler):
         rank: int = 0,
         drop_last: bool = False,
     ):
-        self.lengths = [int(n) for n in lengths]
-        if max_tokens < 1:
-            raise InputError(f"max_tokens={max_tokens} must be positive")
-        if num_replicas < 1 or not 0 <= rank < num_replicas:
-            raise InputError(
-                f"rank={rank} must be in 0 .. num_replicas - 1 = {num_replicas - 1} (num_replicas >= 1)"
-            )
-        if self.lengths and min(self.lengths) < 1:
-            raise InputError(f"lengths must be >= 1, got {min(self.lengths)}")
-        longest = max(self.lengths, default=0)
-        if longest > max_tokens:
-            raise InputError(
-                f"an item has {longest} tokens, more than max_tokens={max_tokens}: raise max_tokens to at "
-                f"least {longest} or drop long pairs (TranslationDataset's max_len)"
-            )
+        self.lengths = check_sampler(  # the door's rules: transformer/checks.py
+            lengths,
+            max_tokens,
+            shuffle=shuffle,
+            seed=seed,
+            num_replicas=num_replicas,
+            rank=rank,
+            drop_last=drop_last,
+        )
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.num_replicas, self.rank, self.drop_last = num_replicas, rank, drop_last
         self.epoch = 0

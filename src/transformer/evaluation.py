@@ -5,13 +5,12 @@ __all__ = ['OFFLINE_TOKENIZERS', 'Score', 'corpus_bleu', 'corpus_chrf', 'group_r
 
 # %% ../../notebooks/12_evaluation.ipynb #b8fc908f
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
-from .checks import check_switches
-from .errors import InputError, InputTypeError
+from .checks import check_list, check_switches, check_texts
+from .errors import InputError
 
 # %% ../../notebooks/12_evaluation.ipynb #7189229f
 @dataclass
@@ -51,17 +50,9 @@ def _streams(references: Sequence) -> list[list[str | None]]:
 def _corpus(hypotheses, references) -> tuple[list[str], list[list[str | None]]]:
     """The hypotheses as a list and the references as sacreBLEU's streams, each refused
     with what it must be: lists (or any iterable) of strings, aligned, not empty."""
-    for name, given in (("hypotheses", hypotheses), ("references", references)):
-        if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, Iterable):
-            raise InputTypeError(
-                f"{name} must be a list of strings, got {type(given).__name__}: for "
-                "one sentence, pass [sentence]"
-            )
-    hypotheses, references = list(hypotheses), list(references)
-    bad = next((i for i, h in enumerate(hypotheses) if not isinstance(h, str)), None)
-    if bad is not None:
-        kind = type(hypotheses[bad]).__name__
-        raise InputTypeError(f"hypotheses[{bad}] is {kind}, not a str")
+    one = "for one sentence, pass [sentence]"
+    hypotheses = check_texts(hypotheses, "hypotheses", one)
+    references = check_list(references, "references", one)  # str or lists of str
     if len(hypotheses) != len(references):
         raise InputError(
             f"{len(hypotheses)} hypotheses but {len(references)} references: "

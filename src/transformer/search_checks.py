@@ -9,13 +9,12 @@ __all__ = ['MAX_ALPHA', 'CHARS_PER_TOKEN', 'check_model', 'check_source', 'check
 # and translate), and of chapter 18's sample
 import math
 import warnings
-from collections.abc import Callable, Iterable, Mapping
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from .checks import check_number, check_unicode, is_integer
+from .checks import check_number, check_texts, is_integer
 from .errors import InputError, InputTypeError
 from .memory import check_fits
 
@@ -224,25 +223,7 @@ def check_sentences(sentences, batch_size) -> list[str]:
     """The sentences a translator is handed and its batch size, each refused with its
     name and what it must be (`translate` and the ONNX translator); the sentences as a
     list."""
-    if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Iterable):
-        raise InputError(
-            f"sentences must be a list of strings, got {type(sentences).__name__}: for "
-            "one sentence, pass [sentence]"
-        )
-    if isinstance(sentences, (AbstractSet, Mapping)):
-        raise InputError(
-            f"sentences is a {type(sentences).__name__}, whose order is arbitrary, so "
-            "the outputs could not be matched to the inputs: pass a list "
-            "(sorted(...) if the order does not matter)"
-        )
-    sentences = list(sentences)
-    for i, s in enumerate(sentences):
-        if not isinstance(s, str):
-            raise InputError(
-                f"sentences[{i}] is {type(s).__name__}, not a str: every "
-                "sentence must be a string"
-            )
-        check_unicode(s, f"sentences[{i}]")
+    sentences = check_texts(sentences, "sentences", "for one sentence, pass [sentence]")
     check_number("batch_size", batch_size)
     if not is_integer(batch_size) or batch_size < 1:
         raise InputError(f"batch_size={batch_size!r} must be an integer >= 1")

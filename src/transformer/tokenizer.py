@@ -4,16 +4,18 @@
 __all__ = ['PAD_ID', 'UNK_ID', 'BOS_ID', 'EOS_ID', 'SPECIAL_PIECES', 'Tokenizer', 'train_tokenizer']
 
 # %% ../../notebooks/09_data.ipynb #aa0da441
+import errno
 import hashlib
 import io
+import operator
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
 
-from .checks import check_unicode, is_integer
-from .errors import InputError, InputTypeError
+from .checks import check_texts, check_unicode, is_integer
+from .errors import CheckpointNotFoundError, InputError, InputTypeError
 from .files import atomic_write_bytes, read_regular_file
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -59,19 +61,22 @@ class Tokenizer:
     @classmethod
     def load(cls, path: str | Path) -> "Tokenizer":
         """Read a `.model` file written by `train_tokenizer` or `save`."""
-        path = Path(path)
+        path = _model_path(path, "load")
         if not path.exists():
-            raise FileNotFoundError(
+            raise CheckpointNotFoundError(
                 f"no tokenizer model at {path}: train one with train_tokenizer(), or pass the "
                 f".model file saved beside the checkpoint"
             )
-        # a pipe or a device is refused, not read
-        return cls(read_regular_file(path, 256 << 20), model_path=path)
+        try:  # a pipe or a device is refused, not read
+            proto = read_regular_file(path, 256 << 20)
+        except OSError as e:
+            raise InputError(f"{path} cannot be read ({e.strerror})") from None
+        return cls(proto, model_path=path)
 
     def save(self, path: str | Path) -> Path:
         """Write the model to `path` atomically (temporary file, then rename) and return the path."""
-        path = Path(path)
-        atomic_write_bytes(path, self._proto)
+        path = _model_path(path, "save")
+        _write_model(path, self._proto)
         return path
 
     @property
@@ -89,23 +94,31 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of one sentence, without bos or eos: (len,)."""
-        if not isinstance(text, str):
-            raise InputTypeError(
-                f"encode takes one str, got {type(text).__name__}: use encode_batch for a list"
-            )
+        _check_text(text, "encode")
         return self._sp.encode(text)
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of many sentences at once (faster than a loop over `encode`)."""
-        return self._sp.encode(list(texts))
+        texts = check_texts(texts, "texts", "use encode for one sentence")
+        return self._sp.encode(texts)
 
     def pieces(self, text: str) -> list[str]:
         """The subword pieces of one sentence, `▁` marking a preceding space: what `encode` numbers."""
+        _check_text(text, "pieces")
         return self._sp.encode(text, out_type=str)
 
     def id_to_piece(self, i: int) -> str:
-        """The piece with id `i`."""
-        return self._sp.id_to_piece(int(i))
+        """The piece with id `i` (an int, or a tensor holding one)."""
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise InputTypeError(f"id {i!r} is not an int") from None
+        if not 0 <= i < self.vocab_size:
+            raise InputError(
+                f"id {i} is outside this tokenizer's vocabulary: ids are 0 to "
+                f"{self.vocab_size - 1}"
+            )
+        return self._sp.id_to_piece(i)
 
     def decode(self, ids) -> str:
         """Text of one id sequence (list or 1-D tensor): pad and bos are skipped, and decoding stops at the first eos.
@@ -117,12 +130,17 @@ class Tokenizer:
     def decode_batch(self, rows) -> list[str]:
         """`decode` applied to each row of a (B, T) tensor or list of id lists, in one call to sentencepiece."""
         rows = rows.tolist() if hasattr(rows, "tolist") else rows
+        if not isinstance(rows, Iterable):
+            raise InputTypeError(
+                f"decode_batch takes rows of int ids, got {type(rows).__name__}"
+            )
         return self._sp.decode([self._content_ids(row) for row in rows])
 
     def _content_ids(self, ids) -> list[int]:
         """The ids before the first eos, without pad and bos, checked to be ids of this vocabulary."""
-        ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
-        if not all(isinstance(i, int) for i in ids):
+        ids = ids.tolist() if hasattr(ids, "tolist") else ids
+        ids = list(ids) if isinstance(ids, Iterable) else None
+        if ids is None or not all(isinstance(i, int) for i in ids):
             raise InputError(
                 "decode takes one sequence of int ids (a list or a 1-D tensor): use decode_batch for a batch"
             )
@@ -146,28 +164,48 @@ class Tokenizer:
         name = self.model_path.name if self.model_path else None
         return f"Tokenizer(vocab_size={self.vocab_size}, model={name!r})"
 
+
+def _check_text(text, method: str) -> None:
+    """Refuse what sentencepiece cannot encode: not one str, or a lone surrogate."""
+    if not isinstance(text, str):
+        raise InputTypeError(
+            f"{method} takes one str, got {type(text).__name__}: use encode_batch for a list"
+        )
+    check_unicode(text, "the text")
+
+
+def _model_path(path, method: str) -> Path:
+    """`path` as a Path, if it is one (a str or os.PathLike)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputTypeError(
+            f"Tokenizer.{method} takes the path of a .model file, not {type(path).__name__}"
+        )
+    return Path(path)
+
+
+def _write_model(path: Path, proto: bytes) -> None:
+    """Write a model's bytes atomically; a path that cannot be written is one line (a
+    full disk stays an OSError, which the command line names)."""
+    try:
+        atomic_write_bytes(path, proto)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        problem = (
+            "is a folder" if path.is_dir() else f"cannot be written ({e.strerror})"
+        )
+        raise InputError(
+            f"{path} {problem}: give the path of a .model file in a folder you can write"
+        ) from None
+
 # %% ../../notebooks/09_data.ipynb #a6afe26b
 def _sentences_to_learn(sentences: Iterable[str]) -> list[str]:
     """The non-blank `sentences`, stripped: what sentencepiece learns from."""
-    if not isinstance(sentences, Iterable):
-        raise InputTypeError(
-            f"train_tokenizer needs a list of sentences, got {type(sentences).__name__}"
-        )
-    if isinstance(sentences, (str, bytes)):
-        # a str is iterable: it would train on its characters, one "sentence" each
-        raise InputError(
-            f"train_tokenizer needs a list of sentences, got one {type(sentences).__name__}"
-            f" ({sentences[:30]!r}): wrap it in a list, [sentence]"
-        )
-    texts = []
-    for s in sentences:
-        if not isinstance(s, str):
-            raise InputTypeError(
-                f"train_tokenizer needs str sentences, got {type(s).__name__}"
-            )
-        check_unicode(s, "a sentence")
-        if s.strip():
-            texts.append(s.strip())
+    # a str is iterable too: it would train on its characters, one "sentence" each
+    given = check_texts(
+        sentences, "sentences", "wrap one sentence in a list, [sentence]"
+    )
+    texts = [s.strip() for s in given if s.strip()]
     if not texts:
         raise InputError(
             "train_tokenizer got no non-empty sentences: "
@@ -267,5 +305,5 @@ def train_tokenizer(
         num_threads=num_threads,
     )
     path = Path(f"{model_prefix}.model")
-    atomic_write_bytes(path, model)
+    _write_model(path, model)
     return Tokenizer(model, model_path=path)

@@ -2,18 +2,16 @@
 
 # %% auto #0
 __all__ = ['KINDS', 'KIND_NAMES', 'recording_weights', 'attention_module', 'attention_weights', 'AttentionMaps', 'attention_maps',
-           'plot_attention', 'zeroed_head', 'ablation_bleu', 'attention_explorer']
+           'plot_attention', 'zeroed_head', 'ablation_bleu']
 
 # %% ../../notebooks/14_seeing_attention.ipynb #91fa5d0a
 import contextlib
-import html
-import io
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from .checks import check_index, is_real
+from .checks import check_index, check_unicode, is_real
 from .search_checks import check_model, check_translator, clean
 from .translation import translate
 from .errors import InputError, InputTypeError
@@ -135,6 +133,8 @@ def attention_maps(
     for name, text in (("sentence", sentence), ("translation", translation)):
         if not isinstance(text, str) and (text is not None or name == "sentence"):
             raise InputTypeError(f"{name} must be a str, not {type(text).__name__}")
+        if text is not None:
+            check_unicode(text, name)
     model = checkpoint.model
     src_tok, tgt_tok = checkpoint.src_tokenizer, checkpoint.tgt_tokenizer
     src_ids = src_tok.encode(clean(sentence))[: model.config.max_len]
@@ -198,7 +198,10 @@ def plot_attention(
     else:
         figsize = (2.2 + cell * len(keys), 1.4 + cell * len(queries))
     if fig is None and max(figsize) > 400:  # inches; drawn, it would fill the memory
-        raise InputError(f"cell={cell!r} makes a figure {max(figsize):.0f} in wide")
+        raise InputError(
+            f"cell={cell!r} makes a figure {max(figsize):.0f} in wide: lower cell "
+            "(inches a row of the map; 0.1 to 0.5 draws a sentence on a screen)"
+        )
     if fig is None:
         fig = plt.figure(figsize=figsize)
     fig.set_layout_engine("constrained")
@@ -264,136 +267,3 @@ def ablation_bleu(
         return corpus_bleu(
             translate(checkpoint, sources, beam_size=beam_size), references
         ).score
-
-# %% ../../notebooks/14_seeing_attention.ipynb #8a799f72
-def _pngs(maps: AttentionMaps, kind: str, dpi: int) -> list[list[bytes]]:
-    """Every (layer, head) heatmap of one kind as PNG bytes, [layer][head], each with a
-    64-colour palette to keep it small. One figure, laid out once and drawn again with
-    each map's weights: the labels, and so the layout, are the same for all of them."""
-    import matplotlib.pyplot as plt
-    from PIL import Image
-
-    fig = plot_attention(maps, kind, 0, 0, cell=0.2, fontsize=7)
-    fig.axes[0].set_title("")
-    # one title, relabelled: the first drawing's layout places it, and it stays there
-    title = fig.suptitle("", fontsize=9)
-    image, weights = fig.axes[0].images[0], maps.weights(kind)  # (N, h, T, S)
-    pngs = [[b""] * weights.shape[1] for _ in range(weights.shape[0])]
-    for i, j in ((i, j) for i in range(len(pngs)) for j in range(len(pngs[0]))):
-        image.set_data(weights[i, j].numpy())
-        title.set_text(f"{KIND_NAMES[kind]}, layer {i}, head {j}")
-        raw = io.BytesIO()
-        fig.savefig(raw, format="png", dpi=dpi)
-        fig.set_layout_engine(None)  # keep the first drawing's layout
-        out = io.BytesIO()
-        picture = Image.open(raw).convert("RGB").quantize(64)
-        picture.save(out, format="png", optimize=True)
-        pngs[i][j] = out.getvalue()
-    plt.close(fig)
-    return pngs
-
-# %% ../../notebooks/14_seeing_attention.ipynb #31f10187
-def attention_explorer(checkpoint, sentences, *, dpi: int = 96):
-    """An ipywidgets explorer of every attention map of `sentences` (sentence,
-    kind, layer, head dropdowns).
-
-    The maps are drawn up front and chosen with browser-side links, so a saved widget
-    state keeps working in a static page; the text box (live kernels only) translates a
-    new sentence and adds it.
-    """
-    import ipywidgets as W
-
-    model = checkpoint.model
-    N, h = len(model.encoder.layers), model.config.num_heads
-    sentence, kind, layer, head = _dropdowns(N, h)
-    pictures = W.Stack([], selected_index=None)
-    captions = W.Stack([], selected_index=None)
-    links = [
-        W.jslink((sentence, "index"), (pictures, "selected_index")),
-        W.jslink((sentence, "index"), (captions, "selected_index")),
-    ]
-
-    def add(text: str) -> None:
-        maps = attention_maps(checkpoint, text)
-        pictures.children += (_pictures(maps, (kind, layer, head), links, dpi),)
-        captions.children += (_caption(maps),)
-        sentence.options = list(sentence.options) + [
-            (text if len(text) < 70 else text[:67] + "...", len(sentence.options))
-        ]
-        sentence.index = len(sentence.options) - 1
-
-    own = _own_sentence(add)
-    for text in sentences:
-        add(text)
-    sentence.index = 0
-    box = W.VBox([sentence, W.HBox([kind, layer, head]), captions, pictures, own])
-    box._links = links  # keep the links alive as long as the explorer
-    return box
-
-# %% ../../notebooks/14_seeing_attention.ipynb #79503d6b
-def _dropdowns(N: int, h: int):
-    """The sentence (empty until one is added), kind, layer and head dropdowns."""
-    import ipywidgets as W
-
-    sentence = W.Dropdown(
-        options=[], description="sentence", layout=W.Layout(width="95%")
-    )
-    kind = W.Dropdown(
-        options=[(KIND_NAMES[k], i) for i, k in enumerate(KINDS)],
-        value=0,
-        description="kind",
-    )
-    layer = W.Dropdown(options=list(range(N)), value=0, description="layer")
-    head = W.Dropdown(options=list(range(h)), value=0, description="head")
-    return sentence, kind, layer, head
-
-
-def _linked_stack(children, control, links: list):
-    """A Stack of `children` showing the one `control` picks, by a link in `links`."""
-    import ipywidgets as W
-
-    stack = W.Stack(children, selected_index=control.index)
-    links.append(W.jslink((control, "index"), (stack, "selected_index")))
-    return stack
-
-# %% ../../notebooks/14_seeing_attention.ipynb #9018a9ed
-def _pictures(maps: AttentionMaps, controls, links: list, dpi: int):
-    """One sentence's maps in stacks nested kind > layer > head, linked to dropdowns."""
-    import ipywidgets as W
-
-    kind, layer, head = controls
-    per_kind = [
-        _linked_stack(
-            [
-                _linked_stack(
-                    [W.Image(value=png, format="png") for png in row], head, links
-                )
-                for row in _pngs(maps, k, dpi)
-            ],
-            layer,
-            links,
-        )
-        for k in KINDS
-    ]
-    return _linked_stack(per_kind, kind, links)
-
-
-def _caption(maps: AttentionMaps):
-    """The sentence in bold and its translation, as HTML: "<" and "&" stay text."""
-    import ipywidgets as W
-
-    sentence, translation = html.escape(maps.sentence), html.escape(maps.translation)
-    return W.HTML(f"<b>{sentence}</b> → {translation}")
-
-
-def _own_sentence(add):
-    """A text box and a button that hand its sentence to `add` (live kernels only)."""
-    import ipywidgets as W
-
-    own = W.Text(
-        placeholder="your own German sentence (needs a running kernel)",
-        layout=W.Layout(width="60%"),
-    )
-    button = W.Button(description="translate and add")
-    button.on_click(lambda _: own.value.strip() and add(own.value.strip()))
-    return W.HBox([own, button])

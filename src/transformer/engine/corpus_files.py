@@ -6,6 +6,7 @@ __all__ = ['DATA_ENV_VAR', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256',
 # %% ../../../notebooks/91_corpora.ipynb #corpus-files-imports
 # transformer/engine/corpus_files.py: where the corpora live, what they must hash to,
 # and how a missing one is fetched without leaving a broken file behind
+import contextlib
 import gzip
 import hashlib
 import importlib.util
@@ -17,7 +18,8 @@ from pathlib import Path
 
 from ..errors import ChecksumError, CorpusFormatError, CorpusNotFoundError
 from .corpus_text import read_corpus_bytes
-from ..files import atomic_file, atomic_write_bytes, expand_user
+from ..files import atomic_file, atomic_write_bytes, create_folder
+from ..files import expand_user
 
 # %% ../../../notebooks/91_corpora.ipynb #60632425
 DATA_ENV_VAR = "TRANSFORMER_DATA"
@@ -277,10 +279,19 @@ def fetch_file(
         raise CorpusNotFoundError(
             f"{relpath} is not in {where} and is not to be downloaded: {todo}"
         )
+    made = None  # the folders this download makes, removed again if it fails
     try:
+        made = create_folder(dest.parent)
         (fetch or download_file)(url, dest, sha256)
     # URLError, timeouts, refused connections and unwritable folders are all OSErrors
-    except OSError as err:
+    except BaseException as err:
+        for folder in (dest.parent, *dest.parent.parents):
+            if made is None or not folder.is_relative_to(made):
+                break
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only if empty
+        if not isinstance(err, OSError):
+            raise
         reason = getattr(err, "reason", None) or err
         raise CorpusNotFoundError(
             f"{relpath} is not in {where}, and downloading it from {url} failed "

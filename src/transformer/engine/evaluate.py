@@ -21,7 +21,8 @@ from ..decoding import BATCH_SIZE
 from ..errors import InputError, InputTypeError
 from ..evaluation import Score, corpus_bleu, corpus_chrf, group_references
 from .full_disk import after_a_full_evaluation, full_disk_is_one_line
-from ..files import atomic_files, folder_problem, writable_folder
+from ..files import atomic_files, folder_problem, output_folder
+from ..files import writable_folder
 from ..translation import decoding_settings, translate
 
 # %% ../../../notebooks/97_command_line.ipynb #b8cc869b
@@ -191,6 +192,7 @@ def evaluate_pairs(
     if isinstance(pairs, Iterator):  # a generator is read once, here
         pairs = list(pairs)
     _check_evaluation_inputs(checkpoint, pairs, split, limit, out_dir)
+    out_dir = None if out_dir is None else output_folder(out_dir, "out_dir")
     limit = int(limit)
     # the model's recommended beam size and length penalty
     settings = decoding_settings(checkpoint)

@@ -22,7 +22,8 @@ from ..checks import check_switches
 from ..errors import InputError, InputTypeError
 from .digests import write_digests
 from .full_disk import full_disk_is_one_line
-from ..files import atomic_folder, atomic_write_bytes, remove_leftovers
+from ..files import atomic_folder, atomic_write_bytes, output_folder
+from ..files import remove_leftovers
 from ..tokenizer import BOS_ID, EOS_ID, PAD_ID
 from ..visualize import recording_weights
 
@@ -193,9 +194,7 @@ def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
 
 # %% ../../../notebooks/96_onnx.ipynb #9d99da4b
 @torch.no_grad()
-def export_onnx(
-    model: str | Path, out_dir: str | Path, replace: bool = False, **load_options
-) -> Path:
+def export_onnx(model: str | Path, out_dir: str | Path, replace: bool = False) -> Path:
     """Write a translator as ONNX: `encoder.onnx`, `decoder.onnx`, the tokenizers and
     `translator.json`.
 
@@ -210,8 +209,8 @@ def export_onnx(
     `SHA256SUMS` holds the digest of each file. Returns out_dir."""
     if not isinstance(out_dir, (str, os.PathLike)) or not str(out_dir):
         raise InputTypeError(f"out_dir={out_dir!r}: give the folder to write, a path")
-    out = Path(out_dir)
-    checkpoint = load_translator(model, **load_options)
+    out = output_folder(out_dir, "out_dir")
+    checkpoint = load_translator(model)  # on the CPU, where the graphs are traced
     if checkpoint.model.config.num_encoder_layers == 0:
         raise InputError(
             f"{checkpoint.path} holds a decoder-only model (chapter 18), and the ONNX "

@@ -37,8 +37,8 @@ from transformer.errors import (
 )
 from transformer.files import (
     create_folder,
-    expand_user,
     folder_problem,
+    output_folder,
     writable_folder,
 )
 
@@ -52,7 +52,8 @@ def run_config(config: TrainConfig) -> TrainConfig:
             "one with TrainConfig.from_toml('configs/tiny.toml') or TrainConfig.from_dict"
         )
     config.validate()
-    return dataclasses.replace(config, out_dir=str(expand_user(config.out_dir)))
+    out = output_folder(config.out_dir, "out_dir", ConfigError)
+    return dataclasses.replace(config, out_dir=str(out))
 
 
 def _make_run_folder(out: Path) -> Path | None:
