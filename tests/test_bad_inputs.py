@@ -4028,13 +4028,19 @@ def chapter_door_cases():
                 ((a, b) for a, b in [("a", "b")]), tok(), tok(), 64
             ),
             InputTypeError,
-            "list(...) reads an iterator into one",
+            "list(...) reads a generator into one",
         ),
         (
             "TranslationDataset of a pair of None",
             lambda: TranslationDataset([("Ein Hund.", None)], tok(), tok(), 64),
             InputTypeError,
             "pairs[0] is ('Ein Hund.', None): give a (source, target) pair of str",
+        ),
+        (
+            "TranslationDataset of a lone surrogate (named by its pair)",
+            lambda: TranslationDataset([("a", "b"), ("c", "\udcff")], tok(), tok(), 64),
+            InputError,
+            "pairs[1] is not valid Unicode",
         ),
         (
             "TranslationDataset with a str for a tokenizer",
@@ -4130,7 +4136,7 @@ def chapter_door_cases():
             "corpus_bleu of a dict of references: scored against its keys",
             lambda: corpus_bleu(["a"], {"a": 1}),
             InputTypeError,
-            "references is a dict, whose order is arbitrary",
+            "references is a dict, and going through one gives its keys: pass a list",
         ),
         (
             "corpus_bleu(lowercase='yes'): taken as true",
@@ -4507,6 +4513,16 @@ TOKENIZER = ROOT / "models" / "multi30k-de-en" / "tokenizer.model"
         ("tok.encode_batch(['\\udcff'])", "InputError", "texts[0] is not valid"),
         ("tok.decode(None)", "InputError", "decode takes one sequence of int ids"),
         ("tok.decode_batch(None)", "InputTypeError", "decode_batch takes rows"),
+        (
+            "tok.decode_batch(torch.tensor([5, 6, 3]))",
+            "InputError",
+            "decode_batch takes rows of int ids (a 2-D tensor or a list of lists)",
+        ),
+        (
+            "tok.pieces(None)",
+            "InputTypeError",
+            "pieces takes one str, got NoneType: one",
+        ),
         ("tok.id_to_piece(10**6)", "InputError", "id 1000000 is outside this"),
         ("tok.id_to_piece(-1)", "InputError", "id -1 is outside this"),
         ("tok.id_to_piece('a')", "InputTypeError", "id 'a' is not an int"),
@@ -4520,7 +4536,7 @@ def test_a_tokenizers_methods_refuse_with_the_packages_errors(
     from transformer.tokenizer import Tokenizer
 
     tok, load = Tokenizer.load(TOKENIZER), Tokenizer.load
-    names = dict(tok=tok, load=load, TOKENIZER=TOKENIZER, tmp=tmp_path)
+    names = dict(tok=tok, load=load, TOKENIZER=TOKENIZER, tmp=tmp_path, torch=torch)
     with pytest.raises(getattr(errors, error)) as refused:
         eval(call, names)
     assert phrase in str(refused.value) and "\n" not in str(refused.value)

@@ -106,18 +106,22 @@ def check_attention_inputs(
         nbytes = 3 * math.prod(scores) * Q.element_size()
         check_fits(nbytes, Q.device, "attention's scores", "the batch or the lengths")
 
-# %% ../../notebooks/09_data.ipynb #data-doors
-# the doors of this chapter's dataset and sampler (transformer/checks.py): a list of str
-# pairs, two tokenizers, whole numbers in range and yes/no switches
-import operator
-from collections.abc import Iterable, Mapping, Sequence
+# %% ../../notebooks/09_data.ipynb #text-doors
+# the rule of every door that takes sentences (transformer/checks.py): a list of valid
+# str, in an order; the tokenizer below asks it first
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 
 
 def check_list(given, name: str, one: str) -> list:
     """`given` as a list, if it is a list or another iterable with an order; `one`: what
     to do for a single text."""
-    if isinstance(given, (AbstractSet, Mapping)):
+    if isinstance(given, Mapping):
+        raise InputTypeError(
+            f"{name} is a {type(given).__name__}, and going through one gives its keys: "
+            "pass a list (list(d.values()) for its values)"
+        )
+    if isinstance(given, AbstractSet):
         raise InputTypeError(
             f"{name} is a {type(given).__name__}, whose order is arbitrary, so the "
             "outputs could not be matched to the inputs: pass a list (sorted(...) if "
@@ -143,6 +147,12 @@ def check_texts(texts, name: str, one: str) -> list[str]:
         check_unicode(s, f"{name}[{i}]")
     return texts
 
+# %% ../../notebooks/09_data.ipynb #data-doors
+# the doors of this chapter's dataset and sampler (transformer/checks.py): a list of str
+# pairs, two tokenizers, whole numbers in range and yes/no switches
+import operator
+from collections.abc import Sequence
+
 
 def check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len) -> None:
     """Refuse what `TranslationDataset` cannot encode: pairs that are not a list of
@@ -151,7 +161,8 @@ def check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len) -> None:
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence):
         raise InputTypeError(
             f"pairs must be a list of (source, target) pairs, got "
-            f"{type(pairs).__name__}: list(...) reads an iterator into one"
+            f"{type(pairs).__name__}: pass a list of (source, target) tuples "
+            "(list(...) reads a generator into one)"
         )
     for i, pair in enumerate(pairs):
         if not (
@@ -162,6 +173,8 @@ def check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len) -> None:
             raise InputTypeError(
                 f"pairs[{i}] is {pair!r:.60}: give a (source, target) pair of str"
             )
+        for side in pair:
+            check_unicode(side, f"pairs[{i}]")
     for name, tok in (
         ("src_tokenizer", src_tokenizer),
         ("tgt_tokenizer", tgt_tokenizer),
@@ -186,14 +199,17 @@ def check_sampler(
     """Refuse what `TokenBudgetBatchSampler` cannot pack; return the lengths as ints
     (Python's, NumPy's or 0-dim integer tensors are taken)."""
     check_switches(shuffle=shuffle, drop_last=drop_last)
-    numbers = dict(
+    counts = dict(
         max_tokens=max_tokens, seed=seed, num_replicas=num_replicas, rank=rank
     )
-    for name, x in numbers.items():
+    for name, x in counts.items():
         if not is_integer(x):
             raise InputTypeError(f"{name}={x!r}: a whole number")
     if max_tokens < 1:
-        raise InputError(f"max_tokens={max_tokens} must be positive")
+        raise InputError(
+            f"max_tokens={max_tokens} must be positive: give the tokens a batch may "
+            "hold (padding included), e.g. 4096"
+        )
     if not 0 <= seed < 2**63:  # torch's generator takes 64 bits; each epoch adds 1
         raise InputError(f"seed={seed}: give a whole number from 0 to 2**63 - 1")
     if num_replicas < 1 or not 0 <= rank < num_replicas:
@@ -214,7 +230,10 @@ def check_sampler(
                 f"lengths[{i}]={n!r}: a whole number of tokens"
             ) from None
     if whole and min(whole) < 1:
-        raise InputError(f"lengths must be >= 1, got {min(whole)}")
+        raise InputError(
+            f"lengths must be >= 1, got {min(whole)}: an empty item has nothing to "
+            "pack; leave it out (TranslationDataset drops them)"
+        )
     longest = max(whole, default=0)
     if longest > max_tokens:
         raise InputError(
@@ -225,8 +244,8 @@ def check_sampler(
     return whole
 
 # %% ../../notebooks/11_decoding.ipynb #number-doors
-# the rules for a number, a yes/no setting and a text that every later door asks
-# (chapter 09's tokenizer, dataset and sampler ask them too)
+# the rules for a number, a yes/no setting and a text that this chapter's doors and
+# the later ones ask, exported here; chapter 09's doors, earlier, import them too
 import numbers
 import sys
 

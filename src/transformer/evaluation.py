@@ -49,10 +49,14 @@ def _streams(references: Sequence) -> list[list[str | None]]:
 
 def _corpus(hypotheses, references) -> tuple[list[str], list[list[str | None]]]:
     """The hypotheses as a list and the references as sacreBLEU's streams, each refused
-    with what it must be: lists (or any iterable) of strings, aligned, not empty."""
+    with what it must be: lists (or other iterables with an order) of strings, aligned,
+    not empty."""
     one = "for one sentence, pass [sentence]"
     hypotheses = check_texts(hypotheses, "hypotheses", one)
     references = check_list(references, "references", one)  # str or lists of str
+    for i, r in enumerate(references):  # their strings: valid, as the hypotheses'
+        if isinstance(r, (str, list, tuple)):
+            check_texts([r] if isinstance(r, str) else r, f"references[{i}]", one)
     if len(hypotheses) != len(references):
         raise InputError(
             f"{len(hypotheses)} hypotheses but {len(references)} references: "

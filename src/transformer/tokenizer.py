@@ -70,7 +70,10 @@ class Tokenizer:
         try:  # a pipe or a device is refused, not read
             proto = read_regular_file(path, 256 << 20)
         except OSError as e:
-            raise InputError(f"{path} cannot be read ({e.strerror})") from None
+            raise InputError(
+                f"{path} cannot be read ({e.strerror}): check its permissions, or give "
+                "another .model file"
+            ) from None
         return cls(proto, model_path=path)
 
     def save(self, path: str | Path) -> Path:
@@ -125,7 +128,7 @@ class Tokenizer:
 
         That makes a model's raw output (bos ... eos pad pad) decode to just the sentence.
         """
-        return self._sp.decode(self._content_ids(ids))
+        return self._sp.decode(self._content_ids(ids, "decode"))
 
     def decode_batch(self, rows) -> list[str]:
         """`decode` applied to each row of a (B, T) tensor or list of id lists, in one call to sentencepiece."""
@@ -134,15 +137,17 @@ class Tokenizer:
             raise InputTypeError(
                 f"decode_batch takes rows of int ids, got {type(rows).__name__}"
             )
-        return self._sp.decode([self._content_ids(row) for row in rows])
+        return self._sp.decode([self._content_ids(row, "decode_batch") for row in rows])
 
-    def _content_ids(self, ids) -> list[int]:
+    def _content_ids(self, ids, method: str) -> list[int]:
         """The ids before the first eos, without pad and bos, checked to be ids of this vocabulary."""
         ids = ids.tolist() if hasattr(ids, "tolist") else ids
         ids = list(ids) if isinstance(ids, Iterable) else None
         if ids is None or not all(isinstance(i, int) for i in ids):
             raise InputError(
                 "decode takes one sequence of int ids (a list or a 1-D tensor): use decode_batch for a batch"
+                if method == "decode"
+                else "decode_batch takes rows of int ids (a 2-D tensor or a list of lists): use decode for one"
             )
         if EOS_ID in ids:
             ids = ids[: ids.index(EOS_ID)]
@@ -168,8 +173,9 @@ class Tokenizer:
 def _check_text(text, method: str) -> None:
     """Refuse what sentencepiece cannot encode: not one str, or a lone surrogate."""
     if not isinstance(text, str):
+        hint = "use encode_batch for a list" if method == "encode" else "one at a time"
         raise InputTypeError(
-            f"{method} takes one str, got {type(text).__name__}: use encode_batch for a list"
+            f"{method} takes one str, got {type(text).__name__}: {hint}"
         )
     check_unicode(text, "the text")
 

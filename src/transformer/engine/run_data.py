@@ -115,6 +115,8 @@ def _train_run_tokenizer(
             if "required_chars" in str(e)
             else "check the training files: they hold no sentence"
             if "no non-empty" in str(e)
+            else f"make {tok_dir} writable, or set another out_dir"
+            if "cannot be written" in str(e) or "is a folder" in str(e)
             else f"lower {setting} or train on more pairs"
         )
         raise ConfigError(
