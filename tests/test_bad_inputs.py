@@ -424,6 +424,27 @@ def change_a_tokenizer_piece(m: Path) -> None:
     t.write_bytes(bytes(data))
 
 
+MODEL_CASES += [  # tenth trial: an integer of thousands of digits (Python's 4,300-digit limit)
+    (
+        "decoding.json with a beam of 5,000 digits",
+        lambda m: (m / "decoding.json").write_text('{"beam_size": ' + "9" * 5000 + "}"),
+        "decoding.json",
+    ),
+    (
+        "model_config.json with a number of 5,000 digits, SHA256SUMS rewritten",
+        lambda m: (
+            (m / "model_config.json").write_text(
+                (m / "model_config.json")
+                .read_text()
+                .replace("{", '{"x": ' + "9" * 5000 + ", ", 1)
+            ),
+            write_digests(m, DIGESTED),
+        ),
+        "model_config.json",
+    ),
+]
+
+
 MODEL_CASES += [  # third trial: what loads, damaged, without any other check seeing it
     (
         "one bit of the weights flipped",
@@ -1680,6 +1701,29 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
         "checkpoints should be a folder of the run",
     ),
     (
+        "out_dir holds the user's own metrics.csv (a new run overwrote it)",
+        lambda w, r: (
+            folder(w / "out")
+            and (w / "out" / "metrics.csv").write_text("my experiment,score\nA,1\n")
+            and config_case()(w, r)
+        ),
+        "holds files that are not a run's (metrics.csv, not a run's table)",
+    ),
+    (
+        "out_dir holds only checkpoints/readme.txt (the advice went round in a circle)",
+        lambda w, r: (
+            folder(w / "out" / "checkpoints")
+            and (w / "out" / "checkpoints" / "readme.txt").write_text("mine")
+            and config_case()(w, r)
+        ),
+        "holds files that are not a run's (checkpoints/readme.txt)",
+    ),
+    (
+        "a config whose seed has 5,000 digits",
+        config_text(b"seed = " + b"9" * 5000 + b"\n"),
+        "is not valid TOML: Exceeds the limit",
+    ),
+    (
         "out_dir = ~nosuchuser/run (made a folder called ~nosuchuser here)",
         config_case(out_dir="~nosuchuser/run"),
         "out_dir=~nosuchuser/run: ~nosuchuser names no home folder here",
@@ -2055,7 +2099,7 @@ def api_cases(ckpt, onnx_dir: Path | None):
                 [SENTENCE],
             ),
             InputError,
-            "the checkpoint's model is on the meta device",
+            "the model is on the meta device",
         ),
         (
             "translate beam_size=2.5",
@@ -4023,14 +4067,6 @@ def chapter_door_cases():
             "pairs must be a list of (source, target) pairs, got NoneType",
         ),
         (
-            "TranslationDataset of a generator (its targets were silently empty)",
-            lambda: TranslationDataset(
-                ((a, b) for a, b in [("a", "b")]), tok(), tok(), 64
-            ),
-            InputTypeError,
-            "list(...) reads a generator into one",
-        ),
-        (
             "TranslationDataset of a pair of None",
             lambda: TranslationDataset([("Ein Hund.", None)], tok(), tok(), 64),
             InputTypeError,
@@ -4059,6 +4095,85 @@ def chapter_door_cases():
             lambda: TranslationDataset([("a", "b")], tok(), tok(), 2.5),
             InputTypeError,
             "max_len=2.5: a whole number of tokens",
+        ),
+        # the tenth trial
+        (
+            "split_pairs(None) (TypeError)",
+            lambda: split_pairs(None),
+            InputTypeError,
+            "pairs must be a list of (source, target) pairs, got NoneType",
+        ),
+        (
+            "split_pairs('abc') (split its characters)",
+            lambda: split_pairs("abc"),
+            InputTypeError,
+            "pairs must be a list of (source, target) pairs, got str",
+        ),
+        (
+            "split_pairs of pairs of ints",
+            lambda: split_pairs([(1, 2)]),
+            InputTypeError,
+            "pairs[0] is (1, 2): give a (source, target) pair of str",
+        ),
+        (
+            "split_pairs(seed=1.5) (taken)",
+            lambda: split_pairs([("a", "b")], seed=1.5),
+            InputTypeError,
+            "seed=1.5: a whole number",
+        ),
+        (
+            "split_pairs(val_fraction='0.1') (TypeError of <=)",
+            lambda: split_pairs([("a", "b")], val_fraction="0.1"),
+            InputTypeError,
+            "val_fraction='0.1' is a str, not a number",
+        ),
+        (
+            "split_pairs(key=5) (TypeError: not callable)",
+            lambda: split_pairs([("a", "b")], key=5),
+            InputTypeError,
+            "key=5: a function of a pair, or None",
+        ),
+        (
+            "TokenBudgetBatchSampler(range(1, 10**12)) (ran for hours)",
+            lambda: TokenBudgetBatchSampler(range(1, 10**12), 10**6),
+            InputError,
+            "lengths as a list needs about 64,000.0 GB",
+        ),
+        (
+            "encode_batch of range(10**20) (MemoryError)",
+            lambda: tok().encode_batch(range(10**20)),
+            InputError,
+            "texts as a list needs about",
+        ),
+        (
+            "set_epoch('1') (TypeError when iterated)",
+            lambda: TokenBudgetBatchSampler([3], 10).set_epoch("1"),
+            InputTypeError,
+            "epoch='1': a whole number >= 0",
+        ),
+        (
+            "greedy_decode with the model on meta (Tensor.item() on meta)",
+            lambda: greedy_decode(copy.deepcopy(seq2seq).to("meta"), src.to("meta")),
+            InputError,
+            "the model is on the meta device, which holds shapes but no weights",
+        ),
+        (
+            "train_tokenizer(vocab_size=2**31) (sentencepiece cannot parse it)",
+            lambda: train_tokenizer(["ein hund"] * 10, "/nonexistent/t", 2**31),
+            InputError,
+            "vocab_size=2147483648: from 5",
+        ),
+        (
+            "train_tokenizer(model_prefix with a NUL) (embedded null byte)",
+            lambda: train_tokenizer(["ein hund"] * 10, "/tmp/a\0b", 20),
+            InputError,
+            "holds the control character",
+        ),
+        (
+            "load_translator(a Checkpoint) (printed the whole model)",
+            lambda: load_translator(load_translator("multi30k-de-en")),
+            InputError,
+            "model=a Checkpoint: give a shipped model's name",
         ),
         (
             "TokenBudgetBatchSampler(None, 100)",
@@ -4514,6 +4629,12 @@ TOKENIZER = ROOT / "models" / "multi30k-de-en" / "tokenizer.model"
         ("tok.decode(None)", "InputError", "decode takes one sequence of int ids"),
         ("tok.decode_batch(None)", "InputTypeError", "decode_batch takes rows"),
         (
+            "tok.decode(torch.tensor([5, 6], device='meta'))",
+            "InputError",
+            "the ids are on the meta device",
+        ),
+        ("tok.save('~nosuchuser/x.model')", "InputError", "~nosuchuser names no home"),
+        (
             "tok.decode_batch(torch.tensor([5, 6, 3]))",
             "InputError",
             "decode_batch takes rows of int ids (a 2-D tensor or a list of lists)",
@@ -4541,6 +4662,60 @@ def test_a_tokenizers_methods_refuse_with_the_packages_errors(
         eval(call, names)
     assert phrase in str(refused.value) and "\n" not in str(refused.value)
     assert tok.id_to_piece(torch.tensor(5)) == tok.id_to_piece(5)
+
+
+def test_paths_with_a_tilde_are_the_home_folders_at_every_door(tmp_path, monkeypatch):
+    """The tenth trial: Tokenizer.save and train_tokenizer made a folder called ~ here,
+    and Tokenizer.load and load_tsv said a file under ~ did not exist."""
+    from transformer.engine.corpora import load_tsv
+    from transformer.tokenizer import Tokenizer, train_tokenizer
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    saved = Tokenizer.load(TOKENIZER).save("~/a/t.model")
+    assert saved == tmp_path / "home" / "a" / "t.model" and saved.is_file()
+    assert Tokenizer.load("~/a/t.model").sha256 == Tokenizer.load(TOKENIZER).sha256
+    trained = train_tokenizer(["ein hund läuft"] * 20, "~/b/tok", 20)
+    assert trained.model_path == tmp_path / "home" / "b" / "tok.model"
+    (tmp_path / "home" / "p.tsv").write_text("Ein Hund.\tA dog.\n")
+    assert load_tsv("~/p.tsv") == [("Ein Hund.", "A dog.")]
+    assert not (tmp_path / "~").exists()
+
+
+def test_a_path_through_a_link_and_dot_dot_is_written_where_the_system_finds_it(
+    tmp_path, monkeypatch
+):
+    """odd/rellink -> ../run: "../odd/rellink/../x" is tmp/x to the system, but tempfile
+    shortened it by its text to tmp/odd/x and the rename failed (the tenth trial)."""
+    from transformer.files import atomic_folder, atomic_write_bytes
+
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "odd" / "rellink").symlink_to("../run")
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    atomic_write_bytes("../odd/rellink/../x.bin", b"1")
+    with atomic_folder("../odd/rellink/../folder") as tmp:
+        (tmp / "a").write_text("a")
+    assert (tmp_path / "x.bin").read_bytes() == b"1"
+    assert (tmp_path / "folder" / "a").read_text() == "a"
+
+
+def test_a_dataset_of_a_generator_is_the_dataset_of_its_list():
+    """A generator of pairs was read twice: its targets were silently empty."""
+    from transformer.data import TranslationDataset
+    from transformer.tokenizer import Tokenizer
+
+    tok = Tokenizer.load(TOKENIZER)
+    pairs = [("Ein Hund.", "A dog."), ("Zwei Katzen.", "Two cats.")]
+    lazy = TranslationDataset((p for p in pairs), tok, tok, 64)
+    assert lazy.tgt_ids == TranslationDataset(pairs, tok, tok, 64).tgt_ids != []
+
+
+def test_load_translator_takes_device_auto_as_the_command_line_does():
+    from transformer.engine.shipped import load_translator
+
+    assert load_translator("multi30k-de-en", device="auto").model is not None
 
 
 def test_corpus_bleu_takes_any_iterable_of_strings_as_a_list():

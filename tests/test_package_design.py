@@ -294,7 +294,7 @@ ONE_HOME = {
     "give an integer from 1 (greedy decoding)": "search_checks.py",  # the beam
     "the length penalty's exponent": "search_checks.py",  # alpha
     "the hypotheses returned per sentence": "search_checks.py",  # n_best
-    "must be a list of strings": "checks.py",  # translators, tokenizers, the dataset
+    "must be a list of {items}": "checks.py",  # translators, tokenizers, the dataset
     "is not valid Unicode": "checks.py",
     "must be an integer >= 1": "search_checks.py",  # a translator's batch size
     "1 cuts nothing": "search_checks.py",  # sampling's top_p

@@ -202,6 +202,7 @@ def test_plot_attention_draws_one_map_or_the_whole_grid(shipped):
         (dict(fontsize=0), r"fontsize=0: must be finite, > 0"),
         (dict(cell=float("inf")), r"cell=inf, fontsize=9: must be finite, > 0"),
         (dict(cell=1000.0), r"cell=1000.0 makes a figure \d+ in wide: lower cell"),
+        (dict(fig="x"), r"fig: a matplotlib Figure to draw on, or None, not 'x'"),
     ],
 )
 def test_plot_attention_refuses_a_map_that_does_not_exist_in_one_line(

@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/09_data.ipynb, ../../notebooks/11_decoding.ipynb, ../../notebooks/14_seeing_attention.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'check_list', 'check_texts', 'check_dataset', 'check_sampler', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'check_list', 'weigh_items', 'check_texts', 'check_pairs', 'check_split', 'check_dataset', 'check_sampler', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask; a number,
@@ -109,13 +109,13 @@ def check_attention_inputs(
 # %% ../../notebooks/09_data.ipynb #text-doors
 # the rule of every door that takes sentences (transformer/checks.py): a list of valid
 # str, in an order; the tokenizer below asks it first
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sized
 from collections.abc import Set as AbstractSet
 
 
-def check_list(given, name: str, one: str) -> list:
+def check_list(given, name: str, one: str, items: str = "strings") -> list:
     """`given` as a list, if it is a list or another iterable with an order; `one`: what
-    to do for a single text."""
+    to do for a single text, `items`: what the list holds."""
     if isinstance(given, Mapping):
         raise InputTypeError(
             f"{name} is a {type(given).__name__}, and going through one gives its keys: "
@@ -129,9 +129,21 @@ def check_list(given, name: str, one: str) -> list:
         )
     if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
         raise InputTypeError(
-            f"{name} must be a list of strings, got {type(given).__name__}: {one}"
+            f"{name} must be a list of {items}, got {type(given).__name__}: {one}"
         )
+    weigh_items(given, name)
     return list(given)
+
+
+def weigh_items(given, name: str) -> None:
+    """Refuse, before it is read, a sequence whose items as a list would not fit in
+    memory (at least 64 bytes an item): a range(10**12) would run for hours first."""
+    if isinstance(given, Sized):
+        try:
+            n = len(given)
+        except OverflowError:  # more than a list can hold
+            n = 2**63
+        check_fits(64 * n, "cpu", f"{name} as a list", f"the number of {name}")
 
 
 def check_texts(texts, name: str, one: str) -> list[str]:
@@ -151,19 +163,12 @@ def check_texts(texts, name: str, one: str) -> list[str]:
 # the doors of this chapter's dataset and sampler (transformer/checks.py): a list of str
 # pairs, two tokenizers, whole numbers in range and yes/no switches
 import operator
-from collections.abc import Sequence
 
 
-def check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len) -> None:
-    """Refuse what `TranslationDataset` cannot encode: pairs that are not a list of
-    (source, target) str pairs, a tokenizer that is not one, or a `max_len` that leaves
-    no room for a token beside bos or eos."""
-    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence):
-        raise InputTypeError(
-            f"pairs must be a list of (source, target) pairs, got "
-            f"{type(pairs).__name__}: pass a list of (source, target) tuples "
-            "(list(...) reads a generator into one)"
-        )
+def check_pairs(pairs) -> list:
+    """`pairs` as a list, if it is a list (or an iterable with an order) of (source,
+    target) pairs of valid str."""
+    pairs = check_list(pairs, "pairs", "give a list of them", "(source, target) pairs")
     for i, pair in enumerate(pairs):
         if not (
             isinstance(pair, (tuple, list))
@@ -175,6 +180,38 @@ def check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len) -> None:
             )
         for side in pair:
             check_unicode(side, f"pairs[{i}]")
+    return pairs
+
+
+def check_split(pairs, seed, val_fraction, test_fraction, key) -> list:
+    """Refuse what `split_pairs` cannot split: `check_pairs` (any items with a `key`
+    of one's own), a seed that is not whole, fractions that are not >= 0 with a sum
+    < 1; the pairs as a list."""
+    if key is not None and not callable(key):
+        raise InputTypeError(f"key={key!r:.40}: a function of a pair, or None")
+    if key is None:
+        pairs = check_pairs(pairs)
+    else:
+        pairs = check_list(pairs, "pairs", "give a list of them", "items")
+    if not is_integer(seed):
+        raise InputTypeError(f"seed={seed!r}: a whole number")
+    check_number("val_fraction", val_fraction)
+    check_number("test_fraction", test_fraction)
+    if not (
+        0 <= val_fraction and 0 <= test_fraction and val_fraction + test_fraction < 1
+    ):
+        raise InputError(
+            f"val_fraction={val_fraction} and test_fraction={test_fraction} "
+            "must be >= 0 and sum to < 1"
+        )
+    return pairs
+
+
+def check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len) -> list:
+    """Refuse what `TranslationDataset` cannot encode: `check_pairs`, a tokenizer that
+    is not one, or a `max_len` that leaves no room for a token beside bos or eos; the
+    pairs as a list (a generator is read once, here)."""
+    pairs = check_pairs(pairs)
     for name, tok in (
         ("src_tokenizer", src_tokenizer),
         ("tgt_tokenizer", tgt_tokenizer),
@@ -191,6 +228,7 @@ def check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len) -> None:
             f"max_len={max_len} is too small: a target needs at least one token "
             "plus bos/eos"
         )
+    return pairs
 
 
 def check_sampler(
@@ -221,6 +259,7 @@ def check_sampler(
         raise InputTypeError(
             f"lengths must be a list of whole numbers, got {type(lengths).__name__}"
         )
+    weigh_items(lengths, "lengths")
     whole = []
     for i, n in enumerate(lengths):
         try:

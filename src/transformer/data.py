@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .checks import check_dataset, check_sampler
-from .errors import InputError
+from .checks import check_dataset, check_sampler, is_integer
+from .errors import InputError, InputTypeError
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 _log = logging.getLogger("transformer.data")
@@ -36,7 +36,7 @@ class TranslationDataset(torch.utils.data.Dataset):
         tgt_tokenizer: Tokenizer,
         max_len: int,
     ):
-        check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len)  # checks.py
+        pairs = check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len)  # checks.py
         self.max_len = max_len
         src_all = src_tokenizer.encode_batch([src for src, _ in pairs])
         tgt_all = tgt_tokenizer.encode_batch([tgt for _, tgt in pairs])
@@ -114,7 +114,9 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler):
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose shuffle to produce (the same on every rank)."""
-        self.epoch = epoch
+        if not is_integer(epoch) or epoch < 0:
+            raise InputTypeError(f"epoch={epoch!r}: a whole number >= 0")
+        self.epoch = int(epoch)
 
     def _pack(self, order: list[int]) -> list[list[int]]:
         batches, batch, longest = [], [], 0

@@ -40,8 +40,12 @@ def atomic_files(*paths: str | Path):
             outs = []
             for path in paths:
                 path.parent.mkdir(parents=True, exist_ok=True)
+                # the folder as the system finds it: tempfile shortens a "link/.." by
+                # its text, which names another folder than the one it wrote in
                 fd, part = tempfile.mkstemp(
-                    dir=path.parent, prefix=f".{path.name}.", suffix=".part"
+                    dir=os.path.realpath(path.parent),
+                    prefix=f".{path.name}.",
+                    suffix=".part",
                 )
                 parts.append(part)
                 outs.append(files.enter_context(os.fdopen(fd, "wb")))
@@ -88,8 +92,12 @@ def atomic_folder(path: str | Path, replace: bool = False):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # the process id in the name: `remove_leftovers` tells a killed writer's folder
+    # the folder as the system finds it (see atomic_files)
     tmp = Path(
-        tempfile.mkdtemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=path.parent)
+        tempfile.mkdtemp(
+            prefix=f".{path.name}.tmp-{os.getpid()}-",
+            dir=os.path.realpath(path.parent),
+        )
     )
     old = path.with_name(f".{path.name}.old-{os.getpid()}")
     try:
@@ -243,7 +251,7 @@ def output_folder(
     bad = next((c for c in str(path) if ord(c) < 32 or ord(c) == 127), None)
     if bad is not None:
         raise error(
-            f"{name}={str(path)!r} holds the control character {bad!r}: give a folder name without one"
+            f"{name}={str(path)!r} holds the control character {bad!r}: give a name without one"
         )
     return out
 

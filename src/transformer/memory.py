@@ -19,11 +19,18 @@ _KINDS = ("cpu", "cuda", "mps")
 def check_device(
     device: str | torch.device, error: type[Exception] = InputError
 ) -> torch.device:
-    """`device` as a `torch.device` this package can run on and this machine has: cpu, cuda, cuda:N or mps.
+    """`device` as a `torch.device` this package can run on and this machine has: cpu, cuda, cuda:N or mps,
+    or "auto" (CUDA, then MPS, then the CPU).
 
     Anything else (a name torch does not know, a kind the package does not run on such as meta or xpu, cpu:1, a
     GPU that is not there) raises `error` with what to use instead.
     """
+    mps = getattr(torch.backends, "mps", None)
+    if isinstance(device, str) and device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        ok = mps is not None and mps.is_available()
+        return torch.device("mps" if ok else "cpu")
     try:
         d = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
@@ -42,7 +49,6 @@ def check_device(
                 f"device={device!r} but torch sees {torch.cuda.device_count()} CUDA GPU(s), numbered from 0: "
                 "use one of them, or 'auto'"
             )
-    mps = getattr(torch.backends, "mps", None)
     if d.type == "mps" and not (mps is not None and mps.is_available()):
         raise error(
             f"device={device!r} but MPS is not available: use device='cpu' or 'auto'"

@@ -20,7 +20,8 @@ from .memory import check_fits
 
 
 def check_model(model) -> None:
-    """Refuse a model that is not a `Seq2SeqModel` (a checkpoint, None, a str)."""
+    """Refuse a model that is not a `Seq2SeqModel` (a checkpoint, None, a str), or one
+    on the meta device."""
     if not (
         isinstance(model, torch.nn.Module)
         and hasattr(model, "encode")
@@ -29,6 +30,11 @@ def check_model(model) -> None:
         hint = ": pass the checkpoint's .model" if hasattr(model, "model") else ""
         raise InputTypeError(
             f"model must be a Transformer, got {type(model).__name__}{hint}"
+        )
+    if any(p.is_meta for p in model.parameters()):
+        raise InputError(
+            "the model is on the meta device, which holds shapes but no weights: load "
+            "it with transformer.load_translator(...), or build it on a real device"
         )
 
 
@@ -212,11 +218,7 @@ def check_translator(checkpoint) -> None:
             '(transformer.load_translator("multi30k-de-en") or a '
             f"run's folder), got {type(checkpoint).__name__}"
         )
-    if any(p.is_meta for p in checkpoint.model.parameters()):
-        raise InputError(
-            "the checkpoint's model is on the meta device, which holds shapes but no "
-            "weights: load it with transformer.load_translator(...) on a real device"
-        )
+    check_model(checkpoint.model)  # a Transformer, on a device that holds weights
 
 
 def check_sentences(sentences, batch_size) -> list[str]:

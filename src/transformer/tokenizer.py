@@ -16,7 +16,8 @@ import sentencepiece as spm
 
 from .checks import check_texts, check_unicode, is_integer
 from .errors import CheckpointNotFoundError, InputError, InputTypeError
-from .files import atomic_write_bytes, read_regular_file
+from .files import atomic_write_bytes, expand_user, output_folder
+from .files import read_regular_file
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")
@@ -132,7 +133,7 @@ class Tokenizer:
 
     def decode_batch(self, rows) -> list[str]:
         """`decode` applied to each row of a (B, T) tensor or list of id lists, in one call to sentencepiece."""
-        rows = rows.tolist() if hasattr(rows, "tolist") else rows
+        rows = _values(rows)
         if not isinstance(rows, Iterable):
             raise InputTypeError(
                 f"decode_batch takes rows of int ids, got {type(rows).__name__}"
@@ -141,7 +142,7 @@ class Tokenizer:
 
     def _content_ids(self, ids, method: str) -> list[int]:
         """The ids before the first eos, without pad and bos, checked to be ids of this vocabulary."""
-        ids = ids.tolist() if hasattr(ids, "tolist") else ids
+        ids = _values(ids)
         ids = list(ids) if isinstance(ids, Iterable) else None
         if ids is None or not all(isinstance(i, int) for i in ids):
             raise InputError(
@@ -170,6 +171,17 @@ class Tokenizer:
         return f"Tokenizer(vocab_size={self.vocab_size}, model={name!r})"
 
 
+def _values(ids):
+    """The ids of a tensor or an array as a list, others as given; a tensor on the meta
+    device holds no values to decode."""
+    if getattr(ids, "is_meta", False):
+        raise InputError(
+            "the ids are on the meta device, which holds shapes but no values: decode "
+            "ids a model computed on a real device"
+        )
+    return ids.tolist() if hasattr(ids, "tolist") else ids
+
+
 def _check_text(text, method: str) -> None:
     """Refuse what sentencepiece cannot encode: not one str, or a lone surrogate."""
     if not isinstance(text, str):
@@ -181,12 +193,13 @@ def _check_text(text, method: str) -> None:
 
 
 def _model_path(path, method: str) -> Path:
-    """`path` as a Path, if it is one (a str or os.PathLike)."""
+    """`path` as a Path with `~` expanded, if it is one (a str or os.PathLike); a path to
+    write is refused as `output_folder` refuses one."""
     if not isinstance(path, (str, os.PathLike)):
         raise InputTypeError(
             f"Tokenizer.{method} takes the path of a .model file, not {type(path).__name__}"
         )
-    return Path(path)
+    return expand_user(path) if method == "load" else output_folder(path, "path")
 
 
 def _write_model(path: Path, proto: bytes) -> None:
@@ -290,16 +303,17 @@ def train_tokenizer(
             f"model_prefix={model_prefix!r}: the path of the model without its .model, "
             "e.g. 'runs/x/tokenizer'"
         )
+    path = output_folder(f"{os.fspath(model_prefix)}.model", "model_prefix")
     if not is_integer(vocab_size):
         raise InputTypeError(f"vocab_size={vocab_size!r}: a whole number of pieces")
     if model_type not in ("bpe", "unigram", "char", "word"):
         raise InputError(
             f"model_type={model_type!r}: sentencepiece trains bpe, unigram, char or word"
         )
-    if vocab_size <= len(SPECIAL_PIECES):
+    if not len(SPECIAL_PIECES) < vocab_size < 2**31:  # sentencepiece's int32
         raise InputError(
-            f"vocab_size={vocab_size} leaves no room beside the "
-            f"{len(SPECIAL_PIECES)} special pieces"
+            f"vocab_size={vocab_size}: from {len(SPECIAL_PIECES) + 1} (room beside the "
+            f"{len(SPECIAL_PIECES)} special pieces) to 2**31 - 1"
         )
     model = _sentencepiece_model(
         texts,
@@ -310,6 +324,5 @@ def train_tokenizer(
         add_dummy_prefix=add_dummy_prefix,
         num_threads=num_threads,
     )
-    path = Path(f"{model_prefix}.model")
     _write_model(path, model)
     return Tokenizer(model, model_path=path)

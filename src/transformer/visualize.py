@@ -186,6 +186,10 @@ def plot_attention(
             check_index(name, index, count)
     if not all(is_real(x) and 0 < x < float("inf") for x in (cell, fontsize)):
         raise InputError(f"cell={cell!r}, fontsize={fontsize!r}: must be finite, > 0")
+    if fig is not None and not isinstance(fig, plt.Figure):
+        raise InputTypeError(
+            f"fig: a matplotlib Figure to draw on, or None, not {fig!r:.40}"
+        )
     grid = (
         [(i, j) for j in range(h) for i in range(N)]
         if layer is None and head is None

@@ -80,8 +80,7 @@ def load_training_state(directory: Path) -> dict:
         ).decode("utf-8")
         return _from_tree(json.loads(text), tensors)
     except (
-        UnicodeDecodeError,
-        json.JSONDecodeError,
+        ValueError,  # not UTF-8, not JSON, an integer of thousands of digits
         RecursionError,
         KeyError,
         TypeError,

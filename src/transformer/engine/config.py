@@ -371,13 +371,14 @@ class TrainConfig:
                 f"config file {str(path)!r} does not exist (the configs live in "
                 "configs/*.toml; from_toml takes a path, not the TOML text)"
             )
+        text = config_text(path)  # its own errors
         try:
-            d = tomllib.loads(config_text(path))
+            d = tomllib.loads(text)
         except RecursionError:
             raise ConfigError(
                 f"{path} nests its arrays or tables too deeply to be a config"
             ) from None
-        except tomllib.TOMLDecodeError as e:
+        except ValueError as e:  # not TOML, or an integer of thousands of digits
             raise ConfigError(f"{path} is not valid TOML: {e}") from None
         if not d:
             raise ConfigError(

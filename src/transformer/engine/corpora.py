@@ -31,7 +31,7 @@ from transformer.engine.corpus_files import (
 )
 from .corpus_text import read_corpus_bytes
 from ..files import check_regular_file, expand_user
-from ..checks import is_integer
+from ..checks import check_split, is_integer
 
 # the name the data chapter's reports have always carried
 _log = logging.getLogger("transformer.data")
@@ -57,7 +57,7 @@ def read_lines(path: str | Path) -> list[str]:
             f"a corpus file is named by a str or a path, got {type(path).__name__}: "
             "give one file's name (os.fsdecode converts bytes)"
         )
-    path = Path(path)
+    path = expand_user(path)
     if not path.exists():
         raise CorpusNotFoundError(f"{path} does not exist")
     # a folder, a pipe or a device is no corpus file
@@ -263,13 +263,7 @@ def split_pairs(
     `seed` and the key, so a sentence's split depends on nothing else in the corpus.
     Fractions are of keys, so pair counts vary a little.
     """
-    if not (
-        0 <= val_fraction and 0 <= test_fraction and val_fraction + test_fraction < 1
-    ):
-        raise InputError(
-            f"val_fraction={val_fraction} and test_fraction={test_fraction} "
-            "must be >= 0 and sum to < 1"
-        )
+    pairs = check_split(pairs, seed, val_fraction, test_fraction, key)  # checks.py
     key = key or (lambda pair: pair[0])
     splits = {"train": [], "val": [], "test": []}
     for pair in pairs:

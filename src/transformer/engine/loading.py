@@ -21,7 +21,7 @@ from transformer.errors import (
     ConfigError,
     InputError,
 )
-from ..files import read_regular_file
+from ..files import expand_user, read_regular_file
 from ..search_checks import MAX_ALPHA, check_decoding
 from ..translation import DEFAULT_DECODING
 from .digests import check_digests
@@ -121,7 +121,7 @@ class Checkpoint:
 def resolve_checkpoint(path: str | Path, pointer: str = "latest") -> Path:
     """Accept a run directory, its checkpoints/ directory or one
     checkpoint; return the checkpoint."""
-    path = Path(path)
+    path = expand_user(path)  # ~/runs/x, as load_translator takes it
     for candidate in (path, path / "checkpoints"):
         if (candidate / "model.safetensors").is_file():
             return candidate
@@ -153,7 +153,7 @@ def _read_json(path: Path) -> dict:
         ) from None
     except OSError as e:
         raise CheckpointError(f"{path} cannot be read: {e.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, an int too long
         raise CheckpointError(
             f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): copy "
             "the checkpoint again, or use another checkpoint"
@@ -265,7 +265,7 @@ def read_decoding(directory: Path, tgt_vocab_size: int) -> dict:
         )
     except OSError as e:
         raise CheckpointError(f"{path} cannot be read ({e.strerror}): {fix}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, an int too long
         raise CheckpointError(
             f"{path} is damaged, not JSON ({type(e).__name__}: {str(e)[:80]}): {fix}"
         ) from None

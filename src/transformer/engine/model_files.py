@@ -242,7 +242,7 @@ def check_saved_configs(
         )
     try:
         saved = json.loads(saved)
-    except (json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:  # not JSON, or an int too long
         raise CheckpointError(
             f"{path}: its metadata's model_config is damaged ({e}); "
             "copy the weights again"
@@ -289,7 +289,7 @@ def _check_train_config(
     path, data = directory / "train_config.json", train_config.data
     try:  # absent from weights saved before they carried it
         saved = json.loads(languages) if languages is not None else None
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # not JSON, or an int too long
         saved = "damaged"
     if saved is not None and saved != [data.src_lang, data.tgt_lang]:
         raise CheckpointError(

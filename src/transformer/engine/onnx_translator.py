@@ -20,7 +20,7 @@ from ..translation import length_batches, pad_rows
 from .digests import check_digests
 from .onnx_export import EXPORTED, FORMAT
 from ..errors import InputError, InputTypeError
-from ..files import read_regular_file
+from ..files import expand_user, read_regular_file
 
 _META_KEYS = (
     "format",
@@ -50,9 +50,10 @@ def _read_export(d: Path) -> dict:
     every setting it needs."""
     if not d.is_dir():
         raise InputError(f"{d} is not a folder written by `transformer export-onnx`")
+    raw = _export_file(d / "translator.json", 1 << 20)  # its own errors
     try:
-        meta = json.loads(_export_file(d / "translator.json", 1 << 20).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        meta = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, an int too long
         raise InputError(
             f"{d / 'translator.json'} is damaged ({type(e).__name__}): export again"
         ) from None
@@ -157,7 +158,7 @@ class OnnxTranslator:
                 "directory must be the path of a folder export_onnx wrote, got "
                 f"{type(directory).__name__}"
             )
-        d = Path(directory)
+        d = expand_user(directory)
         self.meta = _read_export(d)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = int(threads)

@@ -255,7 +255,7 @@ def _refuse_existing_run(out: Path, checkpoints: Path) -> None:
     """Refuse a new run into a folder that holds a saved run or files not a run's."""
     # tokenizer/ and metrics.csv alone: never saved; so is a first save cut short
     _clear_unfinished_save(checkpoints)
-    saved = checkpoints.is_dir() and any(checkpoints.iterdir())
+    saved = checkpoints.is_dir() and any(checkpoints.glob("step-*"))
     held = [
         n for n in ("checkpoints", "tokenizer", "metrics.csv") if (out / n).exists()
     ]
@@ -264,6 +264,7 @@ def _refuse_existing_run(out: Path, checkpoints: Path) -> None:
         if out.is_dir()
         else []
     )
+    others += _not_a_runs(out, checkpoints, saved)
     if others:
         raise ConfigError(
             f"out_dir={out} holds files that are not a run's ({', '.join(others[:3])}"
@@ -276,6 +277,20 @@ def _refuse_existing_run(out: Path, checkpoints: Path) -> None:
             f"{where} already holds a run ({what}): pass --resume to continue it, "
             "or set another out_dir"
         )
+
+
+def _not_a_runs(out: Path, checkpoints: Path, saved: bool) -> list[str]:
+    """A metrics.csv whose first line is not a run's header (a user's own table, which
+    a new run would overwrite), and files in a checkpoints/ that holds no checkpoint."""
+    found = []
+    if (out / "metrics.csv").is_file():
+        with open(out / "metrics.csv", "rb") as f:
+            first = f.readline(100)
+        if first and first.rstrip(b"\r\n").split(b",")[:2] != [b"kind", b"step"]:
+            found.append("metrics.csv, not a run's table")
+    if checkpoints.is_dir() and not saved:
+        found += sorted(f"checkpoints/{p.name}" for p in checkpoints.iterdir())
+    return found
 
 
 def _clear_unfinished_save(checkpoints: Path) -> None:

@@ -52,8 +52,9 @@ def load_translator(
     (`CheckpointNotFoundError` if there is none), naming the file.
     """
     if not isinstance(model, (str, os.PathLike)) or not str(model).strip():
+        shown = repr(model) if isinstance(model, str) else f"a {type(model).__name__}"
         raise InputError(
-            f"model={model!r}: give a shipped model's name "
+            f"model={shown}: give a shipped model's name "
             f"({', '.join(SHIPPED_MODELS)}) or the folder of a run or checkpoint"
         )
     path = expand_user(model)
