@@ -13,6 +13,7 @@ The model is configs/tiny.toml, trained once for the module (seconds).
 
 import contextlib
 import copy
+import types
 import dataclasses
 import importlib.util
 import errno
@@ -1708,6 +1709,15 @@ TRAIN_CASES = [  # (id, setup(work, run) -> argv, phrase)
             and config_case()(w, r)
         ),
         "holds files that are not a run's (metrics.csv, not a run's table)",
+    ),
+    (
+        "out_dir holds checkpoints/step-notes, a file of the user's (the same circle)",
+        lambda w, r: (
+            folder(w / "out" / "checkpoints")
+            and (w / "out" / "checkpoints" / "step-notes").write_text("mine")
+            and config_case()(w, r)
+        ),
+        "holds files that are not a run's (checkpoints/step-notes)",
     ),
     (
         "out_dir holds only checkpoints/readme.txt (the advice went round in a circle)",
@@ -4131,7 +4141,7 @@ def chapter_door_cases():
             "split_pairs(key=5) (TypeError: not callable)",
             lambda: split_pairs([("a", "b")], key=5),
             InputTypeError,
-            "key=5: a function of a pair, or None",
+            "key=5: give a function of a pair, or None",
         ),
         (
             "TokenBudgetBatchSampler(range(1, 10**12)) (ran for hours)",
@@ -4150,6 +4160,18 @@ def chapter_door_cases():
             lambda: TokenBudgetBatchSampler([3], 10).set_epoch("1"),
             InputTypeError,
             "epoch='1': a whole number >= 0",
+        ),
+        (
+            "set_epoch(2**64) (an overflow when iterated)",
+            lambda: TokenBudgetBatchSampler([3], 10).set_epoch(2**64),
+            InputError,
+            "epoch=18446744073709551616: give a whole number from 0",
+        ),
+        (
+            "TokenBudgetBatchSampler of a 0-dim array (len() of it: TypeError)",
+            lambda: TokenBudgetBatchSampler(torch.tensor(5), 10),
+            InputTypeError,
+            "lengths is a Tensor of no length: pass a list",
         ),
         (
             "greedy_decode with the model on meta (Tensor.item() on meta)",
@@ -4173,7 +4195,7 @@ def chapter_door_cases():
             "load_translator(a Checkpoint) (printed the whole model)",
             lambda: load_translator(load_translator("multi30k-de-en")),
             InputError,
-            "model=a Checkpoint: give a shipped model's name",
+            "model is a loaded Checkpoint already: use it as it is",
         ),
         (
             "TokenBudgetBatchSampler(None, 100)",
@@ -4667,7 +4689,7 @@ def test_a_tokenizers_methods_refuse_with_the_packages_errors(
 def test_paths_with_a_tilde_are_the_home_folders_at_every_door(tmp_path, monkeypatch):
     """The tenth trial: Tokenizer.save and train_tokenizer made a folder called ~ here,
     and Tokenizer.load and load_tsv said a file under ~ did not exist."""
-    from transformer.engine.corpora import load_tsv
+    from transformer.engine.corpora import load_tsv, split_pairs_for
     from transformer.tokenizer import Tokenizer, train_tokenizer
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -4679,6 +4701,11 @@ def test_paths_with_a_tilde_are_the_home_folders_at_every_door(tmp_path, monkeyp
     assert trained.model_path == tmp_path / "home" / "b" / "tok.model"
     (tmp_path / "home" / "p.tsv").write_text("Ein Hund.\tA dog.\n")
     assert load_tsv("~/p.tsv") == [("Ein Hund.", "A dog.")]
+    (tmp_path / "home" / "a.de").write_text("Ein Hund.\n")
+    (tmp_path / "home" / "a.en").write_text("A dog.\n")
+    parallel = types.SimpleNamespace(corpus="parallel", data_dir="")
+    files = ["~/a.de", "~/a.en"]  # a config's train_files
+    assert split_pairs_for(parallel, "train", files) == [("Ein Hund.", "A dog.")]
     assert not (tmp_path / "~").exists()
 
 

@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/09_data.ipynb, ../../notebooks/11_decoding.ipynb, ../../notebooks/14_seeing_attention.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'check_list', 'weigh_items', 'check_texts', 'check_pairs', 'check_split', 'check_dataset', 'check_sampler', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'check_list', 'weigh_items', 'check_texts', 'check_pairs', 'check_split', 'check_dataset', 'check_epoch', 'check_sampler', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask; a number,
@@ -137,12 +137,17 @@ def check_list(given, name: str, one: str, items: str = "strings") -> list:
 
 def weigh_items(given, name: str) -> None:
     """Refuse, before it is read, a sequence whose items as a list would not fit in
-    memory (at least 64 bytes an item): a range(10**12) would run for hours first."""
-    if isinstance(given, Sized):
+    memory (about 64 bytes an item): a range(10**12) would run for hours first. A list
+    or tuple is in memory already."""
+    if isinstance(given, Sized) and not isinstance(given, (list, tuple)):
         try:
             n = len(given)
         except OverflowError:  # more than a list can hold
             n = 2**63
+        except TypeError:  # a 0-dim array or tensor
+            raise InputTypeError(
+                f"{name} is a {type(given).__name__} of no length: pass a list"
+            ) from None
         check_fits(64 * n, "cpu", f"{name} as a list", f"the number of {name}")
 
 
@@ -188,7 +193,7 @@ def check_split(pairs, seed, val_fraction, test_fraction, key) -> list:
     of one's own), a seed that is not whole, fractions that are not >= 0 with a sum
     < 1; the pairs as a list."""
     if key is not None and not callable(key):
-        raise InputTypeError(f"key={key!r:.40}: a function of a pair, or None")
+        raise InputTypeError(f"key={key!r:.40}: give a function of a pair, or None")
     if key is None:
         pairs = check_pairs(pairs)
     else:
@@ -229,6 +234,18 @@ def check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len) -> list:
             "plus bos/eos"
         )
     return pairs
+
+
+def check_epoch(seed: int, epoch) -> int:
+    """An epoch for the sampler's shuffle: a whole number >= 0 that keeps seed + epoch
+    within torch's 64 bits."""
+    if not is_integer(epoch):
+        raise InputTypeError(f"epoch={epoch!r}: a whole number >= 0")
+    if not 0 <= epoch < 2**64 - seed:
+        raise InputError(
+            f"epoch={epoch}: give a whole number from 0 to 2**64 - 1 - seed"
+        )
+    return int(epoch)
 
 
 def check_sampler(

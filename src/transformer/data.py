@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .checks import check_dataset, check_sampler, is_integer
-from .errors import InputError, InputTypeError
+from .checks import check_dataset, check_epoch, check_sampler
+from .errors import InputError
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 _log = logging.getLogger("transformer.data")
@@ -114,9 +114,7 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler):
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose shuffle to produce (the same on every rank)."""
-        if not is_integer(epoch) or epoch < 0:
-            raise InputTypeError(f"epoch={epoch!r}: a whole number >= 0")
-        self.epoch = int(epoch)
+        self.epoch = check_epoch(self.seed, epoch)  # the door's rule: checks.py
 
     def _pack(self, order: list[int]) -> list[list[int]]:
         batches, batch, longest = [], [], 0

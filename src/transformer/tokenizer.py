@@ -303,7 +303,7 @@ def train_tokenizer(
             f"model_prefix={model_prefix!r}: the path of the model without its .model, "
             "e.g. 'runs/x/tokenizer'"
         )
-    path = output_folder(f"{os.fspath(model_prefix)}.model", "model_prefix")
+    path = Path(f"{output_folder(model_prefix, 'model_prefix')}.model")
     if not is_integer(vocab_size):
         raise InputTypeError(f"vocab_size={vocab_size!r}: a whole number of pieces")
     if model_type not in ("bpe", "unigram", "char", "word"):

@@ -363,6 +363,7 @@ def split_pairs_for(
             "splits: translate your files with `transformer translate` and "
             "score them with corpus_bleu"
         )
+    files = [expand_user(f) for f in files]  # ~/corpus/train.de, as the loaders take
     for f in files:
         if not Path(f).exists():
             raise CorpusNotFoundError(

@@ -21,13 +21,7 @@ def select_device(requested: str = "auto", local_rank: int = 0) -> torch.device:
     Under `torchrun`, process `local_rank` of a machine takes GPU `local_rank`. A name
     that is not a device, or a device this machine lacks, is a `ConfigError`.
     """
-    mps = getattr(torch.backends, "mps", None)
-    mps_ok = mps is not None and mps.is_available()
-    if requested == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", local_rank)
-        return torch.device("mps") if mps_ok else torch.device("cpu")
-    device = check_device(requested, ConfigError)
+    device = check_device(requested, ConfigError)  # "auto": CUDA, then MPS, then CPU
     if device.type == "cuda" and device.index is None:
         device = check_device(torch.device("cuda", local_rank), ConfigError)
     return device

@@ -91,7 +91,7 @@ def full_disk_is_one_line(folder: str | Path, then: Callable[[Path], str]):
 def after_a_full_disk(out_dir: str | Path) -> str:
     """What a training run that met a full disk tells its user: whether a checkpoint
     is there to resume from (the run's first save may never have happened)."""
-    if any((Path(out_dir) / "checkpoints").glob("step-*")):
+    if any(p.is_dir() for p in (Path(out_dir) / "checkpoints").glob("step-*")):
         return (
             "the checkpoints written before are intact; free some space (or move "
             "out_dir), then run the same command with --resume"

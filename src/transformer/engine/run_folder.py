@@ -27,6 +27,7 @@ from .config import TrainConfig
 from .config_parsing import check_resume_compatible
 from .data_fingerprint import check_same_data, data_fingerprint
 from .distributed import DistInfo
+from .metrics import MetricsLog
 from .train_state import TrainState
 from transformer.errors import (
     CheckpointError,
@@ -166,7 +167,7 @@ def run_folder(out: Path, info: DistInfo):
     except BaseException:
         # refused, a bug, or Ctrl-C before the first checkpoint: nothing half-made stays
         # (a first save cut short by a full disk leaves an empty checkpoints/)
-        if not any((out / "checkpoints").glob("step-*")):
+        if not any(p.is_dir() for p in (out / "checkpoints").glob("step-*")):
             made = (
                 [created]
                 if created is not None
@@ -255,7 +256,7 @@ def _refuse_existing_run(out: Path, checkpoints: Path) -> None:
     """Refuse a new run into a folder that holds a saved run or files not a run's."""
     # tokenizer/ and metrics.csv alone: never saved; so is a first save cut short
     _clear_unfinished_save(checkpoints)
-    saved = checkpoints.is_dir() and any(checkpoints.glob("step-*"))
+    saved = checkpoints.is_dir() and any(p.is_dir() for p in checkpoints.glob("step-*"))
     held = [
         n for n in ("checkpoints", "tokenizer", "metrics.csv") if (out / n).exists()
     ]
@@ -284,9 +285,12 @@ def _not_a_runs(out: Path, checkpoints: Path, saved: bool) -> list[str]:
     a new run would overwrite), and files in a checkpoints/ that holds no checkpoint."""
     found = []
     if (out / "metrics.csv").is_file():
-        with open(out / "metrics.csv", "rb") as f:
-            first = f.readline(100)
-        if first and first.rstrip(b"\r\n").split(b",")[:2] != [b"kind", b"step"]:
+        try:
+            with open(out / "metrics.csv", "rb") as f:
+                first = f.readline(100).rstrip(b"\r\n").decode("utf-8", "replace")
+        except OSError:  # unreadable: not one this process wrote
+            first = "?"
+        if first and first.split(",")[:2] != list(MetricsLog.FIELDS[:2]):
             found.append("metrics.csv, not a run's table")
     if checkpoints.is_dir() and not saved:
         found += sorted(f"checkpoints/{p.name}" for p in checkpoints.iterdir())
@@ -297,7 +301,7 @@ def _clear_unfinished_save(checkpoints: Path) -> None:
     """Remove what a run killed during its first checkpoint save leaves (a temporary
     .step-* folder, a pointer to no step-* folder) when no step-* folder is there: a
     new run then starts over, as `--resume`'s "nothing to resume" tells it to."""
-    if not checkpoints.is_dir() or any(checkpoints.glob("step-*")):
+    if not checkpoints.is_dir() or any(p.is_dir() for p in checkpoints.glob("step-*")):
         return
     left = [
         p

@@ -52,6 +52,11 @@ def load_translator(
     (`CheckpointNotFoundError` if there is none), naming the file.
     """
     if not isinstance(model, (str, os.PathLike)) or not str(model).strip():
+        if hasattr(model, "model") and hasattr(model, "src_tokenizer"):
+            raise InputError(
+                "model is a loaded Checkpoint already: use it as it is (translate, "
+                "attention_maps), or give its folder, checkpoint.path"
+            )
         shown = repr(model) if isinstance(model, str) else f"a {type(model).__name__}"
         raise InputError(
             f"model={shown}: give a shipped model's name "
