@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/09_data.ipynb, ../../notebooks/11_decoding.ipynb, ../../notebooks/14_seeing_attention.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'check_list', 'weigh_items', 'check_texts', 'check_pairs', 'check_split', 'check_dataset', 'check_epoch', 'check_sampler', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'check_list', 'weigh_items', 'check_texts', 'check_pairs', 'check_split', 'check_dataset', 'check_epoch', 'check_sampler', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index', 'check_drawing']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask; a number,
@@ -363,3 +363,16 @@ def check_index(name: str, index, count: int) -> None:
         raise InputTypeError(f"{name}={index!r}: give an int from 0 to {count - 1}")
     if not 0 <= index < count:
         raise InputError(f"{name} {index!r} does not exist: choose 0 to {count - 1}")
+
+
+def check_drawing(cell, fontsize, fig) -> None:
+    """Refuse sizes no figure can have (each finite and > 0), and a `fig` to draw on
+    that is not a matplotlib Figure."""
+    from matplotlib.figure import Figure
+
+    if not all(is_real(x) and 0 < x < float("inf") for x in (cell, fontsize)):
+        raise InputError(f"cell={cell!r}, fontsize={fontsize!r}: must be finite, > 0")
+    if fig is not None and not isinstance(fig, Figure):
+        raise InputTypeError(
+            f"fig: a matplotlib Figure to draw on, or None, not {fig!r:.40}"
+        )

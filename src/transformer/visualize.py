@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .checks import check_index, check_unicode, is_real
+from .checks import check_drawing, check_index, check_unicode
 from .search_checks import check_model, check_translator, clean
 from .translation import translate
 from .errors import InputError, InputTypeError
@@ -184,12 +184,7 @@ def plot_attention(
     for name, index, count in (("layer", layer, N), ("head", head, h)):
         if index is not None:
             check_index(name, index, count)
-    if not all(is_real(x) and 0 < x < float("inf") for x in (cell, fontsize)):
-        raise InputError(f"cell={cell!r}, fontsize={fontsize!r}: must be finite, > 0")
-    if fig is not None and not isinstance(fig, plt.Figure):
-        raise InputTypeError(
-            f"fig: a matplotlib Figure to draw on, or None, not {fig!r:.40}"
-        )
+    check_drawing(cell, fontsize, fig)  # the door's rules: checks.py
     grid = (
         [(i, j) for j in range(h) for i in range(N)]
         if layer is None and head is None
