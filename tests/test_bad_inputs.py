@@ -4656,6 +4656,7 @@ TOKENIZER = ROOT / "models" / "multi30k-de-en" / "tokenizer.model"
             "the ids are on the meta device",
         ),
         ("tok.save('~nosuchuser/x.model')", "InputError", "~nosuchuser names no home"),
+        ("load('a\\0b')", "InputError", "holds a NUL byte: no file has one"),
         (
             "tok.decode_batch(torch.tensor([5, 6, 3]))",
             "InputError",

@@ -199,7 +199,13 @@ def _model_path(path, method: str) -> Path:
         raise InputTypeError(
             f"Tokenizer.{method} takes the path of a .model file, not {type(path).__name__}"
         )
-    return expand_user(path) if method == "load" else output_folder(path, "path")
+    if method != "load":
+        return output_folder(path, "path")
+    if "\0" in os.fsdecode(path):  # no file is named so (os.stat's ValueError)
+        raise InputError(
+            f"path={os.fsdecode(path)!r} holds a NUL byte: no file has one"
+        )
+    return expand_user(path)
 
 
 def _write_model(path: Path, proto: bytes) -> None:
