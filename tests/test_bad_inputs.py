@@ -13,6 +13,7 @@ The model is configs/tiny.toml, trained once for the module (seconds).
 
 import contextlib
 import copy
+import tempfile
 import types
 import dataclasses
 import importlib.util
@@ -1891,16 +1892,21 @@ def test_evaluate_into_a_folder_it_cannot_write_stops_before_translating_anythin
 def test_export_onnx_replaces_a_folder_whole_only_when_asked_and_says_so_when_it_cannot_write(
     tiny_run, tmp_path, monkeypatch, capsys
 ):
+    """--replace replaces an earlier export whole, and never a folder of other files
+    (the eleventh trial: it emptied a home folder, a run and the shipped models)."""
     pytest.importorskip("onnx")
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "other.txt").write_text("the user's")
-    status, out, err = run_main(
-        ["export-onnx", "--model", tiny_run, "--out", mine, "--replace"],
-        None,
-        capsys,
-        monkeypatch,
+    replace = ["export-onnx", "--model", tiny_run, "--out", mine, "--replace"]
+    assert_one_line_error(
+        *run_main(replace, None, capsys, monkeypatch),
+        "holds files that are not an export's (other.txt): --replace replaces only",
     )
+    assert (mine / "other.txt").read_text() == "the user's"
+    (mine / "other.txt").unlink()
+    (mine / "translator.json").write_text("{}")  # an earlier export, damaged
+    status, out, err = run_main(replace, None, capsys, monkeypatch)
     assert status == 0, err
     assert sorted(p.name for p in mine.iterdir()) == [
         "SHA256SUMS",
@@ -1910,9 +1916,7 @@ def test_export_onnx_replaces_a_folder_whole_only_when_asked_and_says_so_when_it
         "target.model",
         "translator.json",
     ]
-    assert "other.txt" not in out and sorted(p.name for p in tmp_path.iterdir()) == [
-        "mine"
-    ]  # nothing left beside
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # nothing left beside
     folder = unwritable_folder(tmp_path)
     assert_one_line_error(
         *run_main(
@@ -4016,6 +4020,11 @@ def chapter_door_cases():
     `ValueError`, an `InputTypeError` a `TypeError`, so callers that catch those
     still catch them)."""
     from transformer.attention_cost import key_value_heads, kv_cache_bytes
+    from transformer.engine.config import TrainConfig
+    from transformer.engine.evaluate import evaluate_pairs
+    from transformer.engine.trainer import train
+    from transformer.errors import ConfigError
+    import tomllib
     from transformer.attention_cost import tiled_attention
     from transformer.averaging import average_weights
     from transformer.blocks import layer_stack
@@ -4043,6 +4052,12 @@ def chapter_door_cases():
     logits, target = torch.randn(1, 2, 5), torch.tensor([[1, 2]])
     q = torch.randn(1, 2, 4)
     tok = functools.cache(lambda: Tokenizer.load(TOKENIZER))
+
+    def folder_of_notes() -> Path:
+        folder = Path(tempfile.mkdtemp())
+        (folder / "notes.txt").write_text("mine")
+        return folder
+
     decoder_only = build_model(
         ModelConfig(30, 30, 8, 2, 0, 1, 16, share_embeddings=True)
     ).eval()
@@ -4160,6 +4175,75 @@ def chapter_door_cases():
             lambda: TokenBudgetBatchSampler([3], 10).set_epoch("1"),
             InputTypeError,
             "epoch='1': a whole number >= 0",
+        ),
+        # the eleventh trial
+        (
+            "evaluate_pairs into a model's folder, split 'model_config' (replaced it)",
+            lambda: evaluate_pairs(
+                load_translator("multi30k-de-en"),
+                [("Ein Hund.", "A dog.")],
+                "model_config",
+                out_dir=ROOT / "models" / "multi30k-de-en",
+            ),
+            InputError,
+            "holds a model or a run: evaluation results go in a folder of their own",
+        ),
+        (
+            "TrainConfig.from_dict with bytes for out_dir (trained into a folder b')",
+            lambda: TrainConfig.from_dict(
+                {
+                    **tomllib.loads((ROOT / "configs" / "tiny.toml").read_text()),
+                    "out_dir": b"/x",
+                }
+            ),
+            ConfigError,
+            "a setting is b'/x', a bytes: a config holds text, numbers",
+        ),
+        (
+            "train(config, resume='no') (resumed)",
+            lambda: train(
+                TrainConfig.from_toml(ROOT / "configs" / "tiny.toml"), resume="no"
+            ),
+            InputTypeError,
+            "resume='no': True or False",
+        ),
+        (
+            "zeroed_head of a decoder-only model's cross-attention (AttributeError)",
+            lambda: zeroed_head(decoder_only, "cross", 0, 0).__enter__(),
+            InputError,
+            "a decoder-only model (chapter 18) has one stack and no cross-attention",
+        ),
+        (
+            "train_tokenizer(num_threads=True) (sentencepiece cannot parse it)",
+            lambda: train_tokenizer(
+                ["ein hund"] * 10, "/nonexistent/t", 20, num_threads=True
+            ),
+            InputError,
+            "num_threads=True: a whole number from 1 to 1024",
+        ),
+        (
+            "train_tokenizer(normalization=None)",
+            lambda: train_tokenizer(
+                ["ein hund"] * 10, "/nonexistent/t", 20, normalization=None
+            ),
+            InputError,
+            "normalization=None: one of identity, nfkc",
+        ),
+        (
+            "train_tokenizer(character_coverage='1') (taken)",
+            lambda: train_tokenizer(
+                ["ein hund"] * 10, "/nonexistent/t", 20, character_coverage="1"
+            ),
+            InputTypeError,
+            "character_coverage='1' is a str, not a number",
+        ),
+        (
+            "train_tokenizer(add_dummy_prefix='no') (taken as yes)",
+            lambda: train_tokenizer(
+                ["ein hund"] * 10, "/nonexistent/t", 20, add_dummy_prefix="no"
+            ),
+            InputTypeError,
+            "add_dummy_prefix='no': True or False",
         ),
         (
             "set_epoch(2**64) (an overflow when iterated)",
@@ -4601,6 +4685,23 @@ def chapter_door_cases():
         )
         cases.append(
             (
+                "export_onnx --replace into a folder of the user's (emptied it)",
+                lambda: export_onnx("multi30k-de-en", folder_of_notes(), replace=True),
+                InputError,
+                "holds files that are not an export's (notes.txt): --replace replaces "
+                "only an earlier export",
+            )
+        )
+        cases.append(
+            (
+                "OnnxTranslator('') (looked in the current folder)",
+                lambda: OnnxTranslator(""),
+                InputTypeError,
+                "directory must be the path of a folder export_onnx wrote",
+            )
+        )
+        cases.append(
+            (
                 "export_onnx(model, '~nosuchuser/x') (made a folder called ~nosuchuser)",
                 lambda: export_onnx("multi30k-de-en", "~nosuchuser/x"),
                 InputError,
@@ -4738,6 +4839,19 @@ def test_a_dataset_of_a_generator_is_the_dataset_of_its_list():
     pairs = [("Ein Hund.", "A dog."), ("Zwei Katzen.", "Two cats.")]
     lazy = TranslationDataset((p for p in pairs), tok, tok, 64)
     assert lazy.tgt_ids == TranslationDataset(pairs, tok, tok, 64).tgt_ids != []
+
+
+def test_kv_cache_bytes_counts_numpy_integers_as_python_ones():
+    """np.int32(2**25) steps wrapped to 0 bytes without a word (the eleventh trial)."""
+    import numpy as np
+
+    from transformer.attention_cost import kv_cache_bytes
+    from transformer.engine.model_config import ModelConfig
+
+    config = ModelConfig(30, 30)
+    assert kv_cache_bytes(config, np.int32(2**25), np.int8(10), np.int16(300)) == (
+        kv_cache_bytes(config, 2**25, 10, 300)
+    )
 
 
 def test_load_translator_takes_device_auto_as_the_command_line_does():

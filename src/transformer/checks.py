@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/09_data.ipynb, ../../notebooks/11_decoding.ipynb, ../../notebooks/14_seeing_attention.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'check_list', 'weigh_items', 'check_texts', 'check_pairs', 'check_split', 'check_dataset', 'check_epoch', 'check_sampler', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index', 'check_drawing']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'check_list', 'weigh_items', 'check_texts', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index', 'check_two_stacks', 'check_figure', 'check_drawing']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask; a number,
@@ -164,141 +164,6 @@ def check_texts(texts, name: str, one: str) -> list[str]:
         check_unicode(s, f"{name}[{i}]")
     return texts
 
-# %% ../../notebooks/09_data.ipynb #data-doors
-# the doors of this chapter's dataset and sampler (transformer/checks.py): a list of str
-# pairs, two tokenizers, whole numbers in range and yes/no switches
-import operator
-
-
-def check_pairs(pairs) -> list:
-    """`pairs` as a list, if it is a list (or an iterable with an order) of (source,
-    target) pairs of valid str."""
-    pairs = check_list(pairs, "pairs", "give a list of them", "(source, target) pairs")
-    for i, pair in enumerate(pairs):
-        if not (
-            isinstance(pair, (tuple, list))
-            and len(pair) == 2
-            and all(isinstance(s, str) for s in pair)
-        ):
-            raise InputTypeError(
-                f"pairs[{i}] is {pair!r:.60}: give a (source, target) pair of str"
-            )
-        for side in pair:
-            check_unicode(side, f"pairs[{i}]")
-    return pairs
-
-
-def check_split(pairs, seed, val_fraction, test_fraction, key) -> list:
-    """Refuse what `split_pairs` cannot split: `check_pairs` (any items with a `key`
-    of one's own), a seed that is not whole, fractions that are not >= 0 with a sum
-    < 1; the pairs as a list."""
-    if key is not None and not callable(key):
-        raise InputTypeError(f"key={key!r:.40}: give a function of a pair, or None")
-    if key is None:
-        pairs = check_pairs(pairs)
-    else:
-        pairs = check_list(pairs, "pairs", "give a list of them", "items")
-    if not is_integer(seed):
-        raise InputTypeError(f"seed={seed!r}: a whole number")
-    check_number("val_fraction", val_fraction)
-    check_number("test_fraction", test_fraction)
-    if not (
-        0 <= val_fraction and 0 <= test_fraction and val_fraction + test_fraction < 1
-    ):
-        raise InputError(
-            f"val_fraction={val_fraction} and test_fraction={test_fraction} "
-            "must be >= 0 and sum to < 1"
-        )
-    return pairs
-
-
-def check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len) -> list:
-    """Refuse what `TranslationDataset` cannot encode: `check_pairs`, a tokenizer that
-    is not one, or a `max_len` that leaves no room for a token beside bos or eos; the
-    pairs as a list (a generator is read once, here)."""
-    pairs = check_pairs(pairs)
-    for name, tok in (
-        ("src_tokenizer", src_tokenizer),
-        ("tgt_tokenizer", tgt_tokenizer),
-    ):
-        if not callable(getattr(tok, "encode_batch", None)):
-            raise InputTypeError(
-                f"{name} must be a Tokenizer (Tokenizer.load(path)), "
-                f"got {type(tok).__name__}"
-            )
-    if not is_integer(max_len):
-        raise InputTypeError(f"max_len={max_len!r}: a whole number of tokens")
-    if max_len < 2:
-        raise InputError(
-            f"max_len={max_len} is too small: a target needs at least one token "
-            "plus bos/eos"
-        )
-    return pairs
-
-
-def check_epoch(seed: int, epoch) -> int:
-    """An epoch for the sampler's shuffle: a whole number >= 0 that keeps seed + epoch
-    within torch's 64 bits."""
-    if not is_integer(epoch):
-        raise InputTypeError(f"epoch={epoch!r}: a whole number >= 0")
-    if not 0 <= epoch < 2**64 - seed:
-        raise InputError(
-            f"epoch={epoch}: give a whole number from 0 to 2**64 - 1 - seed"
-        )
-    return int(epoch)
-
-
-def check_sampler(
-    lengths, max_tokens, *, shuffle, seed, num_replicas, rank, drop_last
-) -> list[int]:
-    """Refuse what `TokenBudgetBatchSampler` cannot pack; return the lengths as ints
-    (Python's, NumPy's or 0-dim integer tensors are taken)."""
-    check_switches(shuffle=shuffle, drop_last=drop_last)
-    counts = dict(
-        max_tokens=max_tokens, seed=seed, num_replicas=num_replicas, rank=rank
-    )
-    for name, x in counts.items():
-        if not is_integer(x):
-            raise InputTypeError(f"{name}={x!r}: a whole number")
-    if max_tokens < 1:
-        raise InputError(
-            f"max_tokens={max_tokens} must be positive: give the tokens a batch may "
-            "hold (padding included), e.g. 4096"
-        )
-    if not 0 <= seed < 2**63:  # torch's generator takes 64 bits; each epoch adds 1
-        raise InputError(f"seed={seed}: give a whole number from 0 to 2**63 - 1")
-    if num_replicas < 1 or not 0 <= rank < num_replicas:
-        raise InputError(
-            f"rank={rank} must be in 0 .. num_replicas - 1 = {num_replicas - 1} "
-            "(num_replicas >= 1)"
-        )
-    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
-        raise InputTypeError(
-            f"lengths must be a list of whole numbers, got {type(lengths).__name__}"
-        )
-    weigh_items(lengths, "lengths")
-    whole = []
-    for i, n in enumerate(lengths):
-        try:
-            whole.append(operator.index(n))
-        except TypeError:
-            raise InputTypeError(
-                f"lengths[{i}]={n!r}: a whole number of tokens"
-            ) from None
-    if whole and min(whole) < 1:
-        raise InputError(
-            f"lengths must be >= 1, got {min(whole)}: an empty item has nothing to "
-            "pack; leave it out (TranslationDataset drops them)"
-        )
-    longest = max(whole, default=0)
-    if longest > max_tokens:
-        raise InputError(
-            f"an item has {longest} tokens, more than max_tokens={max_tokens}: raise "
-            f"max_tokens to at least {longest} or drop long pairs (TranslationDataset's "
-            "max_len)"
-        )
-    return whole
-
 # %% ../../notebooks/11_decoding.ipynb #number-doors
 # the rules for a number, a yes/no setting and a text that this chapter's doors and
 # the later ones ask, exported here; chapter 09's doors, earlier, import them too
@@ -365,6 +230,37 @@ def check_index(name: str, index, count: int) -> None:
         raise InputError(f"{name} {index!r} does not exist: choose 0 to {count - 1}")
 
 
+def check_two_stacks(model) -> None:
+    """Refuse a decoder-only model where an encoder and cross-attention are read."""
+    if model.config.num_encoder_layers == 0:
+        raise InputError(
+            "a decoder-only model (chapter 18) has one stack and no cross-attention: "
+            "run a pass inside recording_weights(model) and read each block's "
+            "self-attention weights, (B, h, T, S + T): the target's rows over source "
+            "and target"
+        )
+
+
+def check_figure(figsize: tuple[float, float], cell: float) -> None:
+    """Refuse a figure that matplotlib cannot draw (more than 65,536 pixels a side) or
+    whose pixels would not fit in memory (4 bytes each, at twice the resolution: what
+    Jupyter's sharp pictures draw)."""
+    import matplotlib as mpl
+
+    dpi = 2 * max(
+        d
+        for d in (mpl.rcParams["figure.dpi"], mpl.rcParams["savefig.dpi"], 72)
+        if is_real(d)
+    )
+    todo = "cell (inches a row of the map; 0.1 to 0.5 draws a sentence on a screen)"
+    if max(figsize) * dpi >= 2**16:
+        raise InputError(
+            f"cell={cell!r} makes a figure {max(figsize):.0f} in wide, more than "
+            f"matplotlib draws at {dpi:.0f} dots an inch: lower {todo}"
+        )
+    check_fits(4 * math.prod(figsize) * dpi**2, "cpu", "the figure", todo)
+
+
 def check_drawing(cell, fontsize, fig) -> None:
     """Refuse sizes no figure can have (each finite and > 0), and a `fig` to draw on
     that is not a matplotlib Figure."""
@@ -372,6 +268,8 @@ def check_drawing(cell, fontsize, fig) -> None:
 
     if not all(is_real(x) and 0 < x < float("inf") for x in (cell, fontsize)):
         raise InputError(f"cell={cell!r}, fontsize={fontsize!r}: must be finite, > 0")
+    if fontsize > 500:  # FreeType draws no larger letters
+        raise InputError(f"fontsize={fontsize!r}: at most 500 points (9 reads well)")
     if fig is not None and not isinstance(fig, Figure):
         raise InputTypeError(
             f"fig: a matplotlib Figure to draw on, or None, not {fig!r:.40}"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .checks import check_dataset, check_epoch, check_sampler
+from .data_checks import check_dataset, check_epoch, check_sampler
 from .errors import InputError
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 

@@ -8,6 +8,7 @@ __all__ = ['MAX_ALPHA', 'CHARS_PER_TOKEN', 'check_model', 'check_source', 'check
 # transformer/search_checks.py: the rules of chapter 11's doors (greedy_decode, beam_search
 # and translate), and of chapter 18's sample
 import math
+import unicodedata
 import warnings
 from collections.abc import Callable
 
@@ -234,8 +235,9 @@ def check_sentences(sentences, batch_size) -> list[str]:
 
 def clean(sentence: str) -> str:
     """A sentence as every translator reads it: without a leading byte-order mark
-    (an editor's, not text) and without surrounding whitespace."""
-    return sentence.removeprefix("\ufeff").strip()
+    (an editor's, not text), without surrounding whitespace, and composed (NFC: an "ä"
+    typed as "a" and a combining mark is the one character the corpora hold)."""
+    return unicodedata.normalize("NFC", sentence.removeprefix("\ufeff").strip())
 
 
 # no piece of a sentencepiece vocabulary is longer than 16 characters (its default

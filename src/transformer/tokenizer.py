@@ -14,7 +14,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from .checks import check_texts, check_unicode, is_integer
+from .checks import check_number, check_switches, check_texts
+from .checks import check_unicode, is_integer
 from .errors import CheckpointNotFoundError, InputError, InputTypeError
 from .files import atomic_write_bytes, expand_user, output_folder
 from .files import read_regular_file
@@ -224,6 +225,26 @@ def _write_model(path: Path, proto: bytes) -> None:
         ) from None
 
 # %% ../../notebooks/09_data.ipynb #a6afe26b
+def _check_training_options(coverage, normalization, add_dummy_prefix, threads) -> None:
+    """Refuse what sentencepiece would refuse in its own words, or take as something else."""
+    check_switches(add_dummy_prefix=add_dummy_prefix)
+    check_number("character_coverage", coverage)
+    if not 0 < coverage <= 1:
+        raise InputError(
+            f"character_coverage={coverage!r}: the share of characters kept, in (0, 1]"
+        )
+    if not (is_integer(threads) and 1 <= threads <= 1024):
+        raise InputError(f"num_threads={threads!r}: a whole number from 1 to 1024")
+    if normalization not in _NORMALIZATIONS:
+        raise InputError(
+            f"normalization={normalization!r}: one of {', '.join(_NORMALIZATIONS)}"
+        )
+
+
+# sentencepiece's built-in normalisation rules
+_NORMALIZATIONS = ("identity", "nfkc", "nmt_nfkc", "nfkc_cf", "nmt_nfkc_cf")
+
+
 def _sentences_to_learn(sentences: Iterable[str]) -> list[str]:
     """The non-blank `sentences`, stripped: what sentencepiece learns from."""
     # a str is iterable too: it would train on its characters, one "sentence" each
@@ -321,6 +342,9 @@ def train_tokenizer(
             f"vocab_size={vocab_size}: from {len(SPECIAL_PIECES) + 1} (room beside the "
             f"{len(SPECIAL_PIECES)} special pieces) to 2**31 - 1"
         )
+    _check_training_options(
+        character_coverage, normalization, add_dummy_prefix, num_threads
+    )
     model = _sentencepiece_model(
         texts,
         vocab_size,

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .checks import check_drawing, check_index, check_unicode
+from .checks import check_drawing, check_figure, check_index
+from .checks import check_two_stacks, check_unicode
 from .search_checks import check_model, check_translator, clean
 from .translation import translate
 from .errors import InputError, InputTypeError
@@ -57,6 +58,8 @@ def attention_module(model, kind: str, layer: int) -> MultiHeadAttention:
     check_model(model)
     if kind not in KINDS:
         raise InputError(f"unknown kind {kind!r}: choose one of {', '.join(KINDS)}")
+    if kind != "decoder":
+        check_two_stacks(model)
     layers = model.encoder.layers if kind == "encoder" else model.decoder.layers
     check_index("layer", layer, len(layers))
     return layers[layer].cross_attn if kind == "cross" else layers[layer].self_attn
@@ -71,13 +74,7 @@ def attention_weights(model, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
     Padded keys get weight 0; rows of padded queries are meaningless and should
     be dropped by the caller.
     """
-    if model.config.num_encoder_layers == 0:
-        raise InputError(
-            "a decoder-only model (chapter 18) has one stack and no cross-attention: "
-            "run a pass inside recording_weights(model) and read each block's "
-            "self-attention weights, (B, h, T, S + T): the target's rows over source "
-            "and target"
-        )
+    check_two_stacks(model)  # checks.py
     with evaluating(model), recording_weights(model) as weights:
         model(src, tgt_in)
     blocks = {
@@ -196,12 +193,8 @@ def plot_attention(
         figsize = (size[0] * cols + 2.2, size[1] * rows + 1.1)
     else:
         figsize = (2.2 + cell * len(keys), 1.4 + cell * len(queries))
-    if fig is None and max(figsize) > 400:  # inches; drawn, it would fill the memory
-        raise InputError(
-            f"cell={cell!r} makes a figure {max(figsize):.0f} in wide: lower cell "
-            "(inches a row of the map; 0.1 to 0.5 draws a sentence on a screen)"
-        )
     if fig is None:
+        check_figure(figsize, cell)  # drawn, its pixels must fit: checks.py
         fig = plt.figure(figsize=figsize)
     fig.set_layout_engine("constrained")
     axes = fig.subplots(rows, cols, squeeze=False)

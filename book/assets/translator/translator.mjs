@@ -107,10 +107,12 @@ export function load(name) {
 
 // What `transformer translate` does to a line before the model sees it: a leading byte-order mark goes
 // (engine/cli.py, read_input_lines), then Python's str.strip() (decoding.translate), whose whitespace is
-// not JavaScript's (it strips \x1c-\x1f and \x85, and keeps U+FEFF inside a sentence).
+// not JavaScript's (it strips \x1c-\x1f and \x85, and keeps U+FEFF inside a sentence), then NFC
+// (search_checks.clean: a letter and a combining mark become the one character the corpora hold).
 const PY_SPACE = "\\t\\n\\v\\f\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
 const PY_STRIP = new RegExp(`^[${PY_SPACE}]+|[${PY_SPACE}]+$`, "g");
-export const clean = (sentence) => sentence.replace(/^\ufeff/, "").replace(PY_STRIP, "");
+export const clean = (sentence) =>
+  sentence.replace(/^\ufeff/, "").replace(PY_STRIP, "").normalize("NFC");
 
 // One sentence -> {translation, sourcePieces, targetPieces, attention: [layer][head][t][s], seconds, cut}.
 // seconds is the translation alone: the model is loaded first (load(name)), and that time is not counted.

@@ -8,6 +8,7 @@ __all__ = ['STRICT', 'SET_BY_TOKENIZER', 'strict_copy', 'config_text', 'is_utf8'
 # pydantic, its first mistake worded as one line; and what a resume may change
 import dataclasses
 import json
+import os
 import shlex
 import typing
 from dataclasses import field
@@ -170,6 +171,21 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
     return ConfigError(f"{where} must be {kind_of(tp)}, got {shown(e['input'])}")
 
 # %% ../../../notebooks/92_configuration.ipynb #29deaaf9
+def _setting_value(x):
+    """What JSON cannot hold, as a config's own kinds of value: a path as its text, a
+    NumPy number or array as Python's; anything else (bytes: their text would be
+    "b'...'") is refused."""
+    if isinstance(x, os.PathLike) and isinstance(os.fspath(x), str):
+        return os.fspath(x)
+    if type(x).__module__ == "numpy" and hasattr(x, "tolist"):
+        return x.tolist()
+    hint = ": os.fsdecode(...) makes a str of bytes" if isinstance(x, bytes) else ""
+    raise ConfigError(
+        f"a setting is {x!r:.40}, a {type(x).__name__}: a config holds text, numbers, "
+        f"true or false, lists and tables{hint}"
+    )
+
+
 def parse_config(cls, data, where: str = ""):
     """Build the dataclass `cls` (nested ones included) from TOML or
     JSON data, checked by pydantic.
@@ -179,7 +195,7 @@ def parse_config(cls, data, where: str = ""):
     Each setting is checked once, here: `cls.__post_init__` sees `BUILDING` and
     checks only the rules between settings.
     """
-    text = json.dumps(data, default=str)
+    text = json.dumps(data, default=_setting_value)
     building = BUILDING.set(cls)
     try:
         return type_adapter(cls).validate_json(text, strict=True)

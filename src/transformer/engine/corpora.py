@@ -31,7 +31,8 @@ from transformer.engine.corpus_files import (
 )
 from .corpus_text import read_corpus_bytes
 from ..files import check_regular_file, expand_user
-from ..checks import check_split, is_integer
+from ..checks import is_integer
+from ..data_checks import check_split
 
 # the name the data chapter's reports have always carried
 _log = logging.getLogger("transformer.data")

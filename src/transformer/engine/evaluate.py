@@ -39,6 +39,14 @@ def _writable_folder(out: Path, names: tuple[str, ...]) -> Path | None:
         top = writable_folder(out)
     except OSError as e:
         raise InputError(f"out_dir={folder_problem(out, e)}") from None
+    if any(
+        (out / n).exists() for n in ("model.safetensors", "SHA256SUMS", "checkpoints")
+    ):
+        # a result named as one of its files would replace it (split "model_config")
+        raise InputError(
+            f"out_dir={out} holds a model or a run: evaluation results go in a folder "
+            "of their own; give another out_dir"
+        )
     # a folder (or anything but a file) where a result goes would stop the writing
     # half-way (out existed: a folder just made holds nothing)
     for name in names:

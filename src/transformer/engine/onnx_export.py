@@ -186,10 +186,18 @@ def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
             f"{above} is a file, not a folder, so {out} cannot be made inside it: "
             "give a folder path for the ONNX files"
         )
-    if out.is_dir() and any(out.iterdir()) and not replace:
+    held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if held and not replace:
         raise InputError(
             f"{out} already holds files: export into a new or empty folder, or pass "
-            "--replace (replace=True) to replace the folder and everything in it"
+            "--replace (replace=True) to replace an earlier export in it"
+        )
+    foreign = [n for n in held if n not in (*EXPORTED, "SHA256SUMS")]
+    if foreign:  # --replace takes an earlier export, never a folder of other files
+        raise InputError(
+            f"{out} holds files that are not an export's ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}): --replace replaces only an "
+            "earlier export; give a new folder"
         )
 
 # %% ../../../notebooks/96_onnx.ipynb #9d99da4b

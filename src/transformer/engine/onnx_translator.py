@@ -153,7 +153,7 @@ class OnnxTranslator:
                 f"threads={threads} is more than the {cpus} CPUs this process may use: "
                 f"give at most {cpus} (0: as many as onnxruntime chooses)"
             )
-        if not isinstance(directory, (str, os.PathLike)):
+        if not isinstance(directory, (str, os.PathLike)) or not str(directory):
             raise InputTypeError(
                 "directory must be the path of a folder export_onnx wrote, got "
                 f"{type(directory).__name__}"

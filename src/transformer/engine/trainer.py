@@ -25,6 +25,7 @@ from transformer.engine.full_disk import (
 )
 from ..errors import ConfigError, NonFiniteLossError
 from ..memory import out_of_memory_is_one_line
+from ..checks import check_switches
 from .distributed import DistInfo, all_reduce_sum, select_device
 from ..loss import label_smoothed_loss
 from ..model import evaluating
@@ -174,6 +175,7 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
     Works alone or as one process of `torchrun --nproc_per_node N` (DDP: NCCL on GPUs,
     gloo on CPUs, each process taking its own shard of the length-bucketed batches).
     """
+    check_switches(resume=resume)  # "no" would resume
     config = run_config(config)
     info = DistInfo.from_env()
     device = select_device(config.device, info.local_rank)
