@@ -430,10 +430,19 @@ def check_laptop_column(views: dict) -> None:
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.skipif(
+    os.environ.get("TRANSFORMER_PHONE") != "1",
+    reason="opt-in, about a minute: TRANSFORMER_PHONE=1 pytest tests/test_book_browser.py "
+    "-k fits_a_phone (.ci/run runs it)",
+)
 def test_every_page_fits_a_phone(built_book, book_site, phone):
     """At 390x844 (touch): no page wider than the window, at most 2 % of code lines scroll sideways and no
     output line is cut (long lines wrap, with a hanging indent), every display equation that scrolls shows
-    that it does."""
+    that it does.
+
+    A second walk of every page (about a minute of one core): the README's `pytest`, which must finish in
+    ten minutes on two cores, leaves it out, and `.ci/run` runs it on every submission with
+    TRANSFORMER_PHONE=1. The phone's menus (below) stay in every run."""
     start, views, problems = time.monotonic(), {}, []
     for rel in pages(built_book):
         page, errors, refused = open_page(phone, book_site + rel, idle=False)
