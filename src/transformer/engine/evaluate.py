@@ -212,7 +212,7 @@ def evaluate_pairs(
         sources, references = sources[:limit], references[:limit]
     # before the work, not after it
     created = (
-        _writable_folder(Path(out_dir), (f"{split}.hyp", f"{split}.json"))
+        _writable_folder(out_dir, (f"{split}.hyp", f"{split}.json"))
         if out_dir is not None
         else None
     )
@@ -236,7 +236,7 @@ def evaluate_pairs(
         "scores": [asdict(s) for s in scores],
     }
     if out_dir is not None:
-        _write_results(Path(out_dir), split, hypotheses, report)
+        _write_results(out_dir, split, hypotheses, report)
     report["hypotheses"] = hypotheses
     return report
 
