@@ -224,7 +224,7 @@ def kv_cache_bytes(
         if not is_integer(n) or n < (name == "bytes_per_number"):
             least = 1 if name == "bytes_per_number" else 0
             raise InputError(f"{name}={n!r} must be an integer >= {least}")
-    # Python's ints: a NumPy int32 would wrap past 2**31 without a word
+    # Python's ints: a NumPy int32 would wrap past 2**31 (a warning at most)
     target_len, source_len, batch, bytes_per_number = map(int, counts.values())
     sizes = ("d_model", "num_heads", "num_decoder_layers", "kv_heads")
     if not all(hasattr(config, size) for size in sizes):

@@ -36,7 +36,9 @@ class TranslationDataset(torch.utils.data.Dataset):
         tgt_tokenizer: Tokenizer,
         max_len: int,
     ):
-        pairs = check_dataset(pairs, src_tokenizer, tgt_tokenizer, max_len)  # checks.py
+        pairs = check_dataset(
+            pairs, src_tokenizer, tgt_tokenizer, max_len
+        )  # data_checks
         self.max_len = max_len
         src_all = src_tokenizer.encode_batch([src for src, _ in pairs])
         tgt_all = tgt_tokenizer.encode_batch([tgt for _, tgt in pairs])
@@ -96,7 +98,7 @@ class TokenBudgetBatchSampler(torch.utils.data.Sampler):
         rank: int = 0,
         drop_last: bool = False,
     ):
-        self.lengths = check_sampler(  # the door's rules: transformer/checks.py
+        self.lengths = check_sampler(  # the door's rules: transformer/data_checks.py
             lengths,
             max_tokens,
             shuffle=shuffle,

@@ -74,6 +74,7 @@ def attention_weights(model, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
     Padded keys get weight 0; rows of padded queries are meaningless and should
     be dropped by the caller.
     """
+    check_model(model)
     check_two_stacks(model)  # checks.py
     with evaluating(model), recording_weights(model) as weights:
         model(src, tgt_in)

@@ -152,8 +152,8 @@ def weights_sha256(model_dir: str | Path) -> str:
 # %% ../../../notebooks/96_onnx.ipynb #402ca80a
 def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
     """Refuse, before any work: an `out_dir` that is a file, a folder holding files
-    without `replace`, and one whose replacing would take the model or the current
-    folder with it."""
+    without `replace` (with it, files that are not an export's), and one whose
+    replacing would take the model or the current folder with it."""
     check_switches(replace=replace)
     if not out.name or out.name in (".", ".."):
         raise InputError(
@@ -210,10 +210,10 @@ def export_onnx(model: str | Path, out_dir: str | Path, replace: bool = False) -
     a decoder-only model (chapter 18) is refused, since the export writes an encoder
     and a decoder step.
     The files are written into a new folder beside `out_dir`, which then takes its place
-    (`atomic_folder`): a folder that already holds files is refused unless `replace`,
-    and then replaced whole, and one filled by another export while this one was
-    written is refused as well, never replaced; what an export killed midway left
-    beside it is removed.
+    (`atomic_folder`): a folder holding an earlier export is replaced whole only with
+    `replace`, one holding other files is always refused, and one filled by another
+    export while this one was written is refused as well, never replaced; what an
+    export killed midway left beside it is removed.
     `SHA256SUMS` holds the digest of each file. Returns out_dir."""
     if not isinstance(out_dir, (str, os.PathLike)) or not str(out_dir):
         raise InputTypeError(f"out_dir={out_dir!r}: give the folder to write, a path")
