@@ -3784,6 +3784,12 @@ def test_a_resume_with_nothing_left_to_train_says_so(
             "translation is",
         ),
         (("de", "Ein Hund."), {"beam_size": 0}, "InputError", "beam_size=0"),
+        (  # the beam was ignored without a word: nothing is translated
+            ("de", "Ein Hund."),
+            {"translation": "A dog.", "beam_size": 4},
+            "InputError",
+            "beam_size=4 beside a translation",
+        ),
     ],
 )
 def test_attention_maps_refuses_at_its_door_with_the_packages_errors(
@@ -3795,6 +3801,36 @@ def test_attention_maps_refuses_at_its_door_with_the_packages_errors(
     ckpt = load_translator("multi30k-de-en") if args[0] == "de" else args[0]
     with pytest.raises(getattr(errors, error), match=re.escape(words)):
         attention_maps(ckpt, *args[1:], **kwargs)
+
+
+@pytest.mark.parametrize(
+    "sentences, dpi, error, words",
+    [  # a str was explored character by character; [] an IndexError; dpi=0 matplotlib's
+        ("Ein Hund.", 96, "InputTypeError", "a list of strings, got str"),
+        ([], 96, "InputError", "sentences is empty"),
+        (["Ein Hund.", 3], 96, "InputTypeError", "sentences[1] is int"),
+        (["Ein Hund."], 0, "InputError", "dpi=0: give a whole number from 10 to 600"),
+        (["Ein Hund."], 96.5, "InputError", "dpi=96.5"),
+        (["Ein Hund."], "decoder-only", "InputError", "decoder-only model"),
+    ],
+)
+def test_the_attention_explorer_refuses_at_its_door(sentences, dpi, error, words):
+    """Before a widget is built: a decoder-only model read model.encoder (an
+    AttributeError)."""
+    pytest.importorskip("ipywidgets")
+    import dataclasses
+
+    import transformer.errors as errors
+    from transformer.engine.model_config import ModelConfig, build_model
+    from transformer.explorer import attention_explorer
+
+    ckpt = load_translator("multi30k-de-en")
+    if dpi == "decoder-only":
+        size = ckpt.src_tokenizer.vocab_size
+        one_stack = ModelConfig(size, size, 8, 2, 0, 1, 16, share_embeddings=True)
+        ckpt, dpi = dataclasses.replace(ckpt, model=build_model(one_stack)), 96
+    with pytest.raises(getattr(errors, error), match=re.escape(words)):
+        attention_explorer(ckpt, sentences, dpi=dpi)
 
 
 def test_attention_maps_takes_numpy_integers_and_a_byte_order_mark_as_translate_does():

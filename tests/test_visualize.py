@@ -313,6 +313,61 @@ def test_the_explorer_shows_markup_in_a_sentence_as_text(tiny_run, monkeypatch):
     )
 
 
+def test_the_explorer_offers_the_deeper_stacks_layers_and_says_where_the_other_has_none(
+    tiny_run,
+):
+    """A model with 1 encoder and 2 decoder layers: the layer dropdown offers 0 and 1
+    (it took the encoder's count and hid the decoder's second layer), and the encoder's
+    stack says at layer 1 that it has one layer, where it showed nothing."""
+    pytest.importorskip("ipywidgets")
+    import dataclasses
+
+    import ipywidgets as W
+
+    from transformer.engine.model_config import ModelConfig, build_model
+    from transformer.explorer import attention_explorer
+
+    ckpt = load_checkpoint(tiny_run)
+    size = ckpt.src_tokenizer.vocab_size
+    deeper = build_model(ModelConfig(size, size, 16, 2, 1, 2, 32, max_len=64)).eval()
+    box = attention_explorer(
+        dataclasses.replace(ckpt, model=deeper), ["Ein Hund."], dpi=10
+    )
+    layer = box.children[1].children[1]
+    encoder, decoder, cross = box.children[3].children[0].children
+    assert layer.options == (0, 1)
+    assert isinstance(encoder.children[1], W.HTML) and "the encoder has 1 layers" in (
+        encoder.children[1].value
+    )
+    assert all(
+        isinstance(row, W.Stack) and len(row.children) == 2
+        for stack in (decoder, cross)
+        for row in stack.children
+    )
+
+
+def test_plot_attention_of_one_layer_draws_its_heads_and_of_one_head_its_layers(tiny):
+    """Only one of layer and head drew the other at 0 (one map): now a column of the
+    grid (every head of the layer) or a row (the head in every layer)."""
+    import matplotlib.pyplot as plt
+
+    src, tgt = batch()
+    w = attention_weights(tiny, src[:1], tgt[:1])
+    pieces = (
+        [str(i) for i in range(src.shape[1])],
+        [str(i) for i in range(tgt.shape[1])],
+    )
+    maps = AttentionMaps("s", "t", *pieces, *(w[k][:, 0] for k in KINDS))
+    for args, titles in (
+        ({"layer": 1}, [f"layer 1, head {j}" for j in range(4)]),
+        ({"head": 2}, ["layer 0, head 2", "layer 1, head 2"]),
+        ({"layer": 1, "head": 2}, ["layer 1, head 2"]),
+    ):
+        fig = plot_attention(maps, "cross", **args)
+        assert [ax.get_title() for ax in fig.axes if ax.images] == titles, args
+        plt.close(fig)
+
+
 def test_reading_the_weights_in_the_middle_of_training_leaves_dropout_on(tiny):
     tiny.train()
     try:

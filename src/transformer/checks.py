@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/09_data.ipynb, ../../notebooks/11_decoding.ipynb, ../../notebooks/14_seeing_attention.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'check_list', 'weigh_items', 'check_texts', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index', 'check_two_stacks', 'check_figure', 'check_drawing']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'check_list', 'weigh_items', 'check_texts', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index', 'check_map_texts', 'check_two_stacks', 'check_figure', 'check_drawing']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask; a number,
@@ -228,6 +228,22 @@ def check_index(name: str, index, count: int) -> None:
         raise InputTypeError(f"{name}={index!r}: give an int from 0 to {count - 1}")
     if not 0 <= index < count:
         raise InputError(f"{name} {index!r} does not exist: choose 0 to {count - 1}")
+
+
+def check_map_texts(sentence, translation, beam_size) -> None:
+    """Refuse, for `attention_maps`, a sentence or translation that is not a valid str,
+    and a beam size beside a given translation (nothing is translated: it would be
+    ignored without a word)."""
+    for name, text in (("sentence", sentence), ("translation", translation)):
+        if not isinstance(text, str) and (text is not None or name == "sentence"):
+            raise InputTypeError(f"{name} must be a str, not {type(text).__name__}")
+        if text is not None:
+            check_unicode(text, name)
+    if translation is not None and beam_size is not None:
+        raise InputError(
+            f"beam_size={beam_size!r} beside a translation: with the translation "
+            "given, nothing is translated and no beam searched; leave one of them out"
+        )
 
 
 def check_two_stacks(model) -> None:

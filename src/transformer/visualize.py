@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from .checks import check_drawing, check_figure, check_index
-from .checks import check_two_stacks, check_unicode
+from .checks import check_map_texts, check_two_stacks
 from .search_checks import check_model, check_translator, clean
 from .translation import translate
 from .errors import InputError, InputTypeError
@@ -128,11 +128,7 @@ def attention_maps(
     """Translate `sentence` (unless `translation` is given) and return all attention
     weights with their labels; bad input is refused as `translate` refuses it."""
     check_translator(checkpoint)  # the door's rules: transformer/search_checks.py
-    for name, text in (("sentence", sentence), ("translation", translation)):
-        if not isinstance(text, str) and (text is not None or name == "sentence"):
-            raise InputTypeError(f"{name} must be a str, not {type(text).__name__}")
-        if text is not None:
-            check_unicode(text, name)
+    check_map_texts(sentence, translation, beam_size)  # and checks.py
     model = checkpoint.model
     src_tok, tgt_tok = checkpoint.src_tokenizer, checkpoint.tgt_tokenizer
     src_ids = src_tok.encode(clean(sentence))[: model.config.max_len]
@@ -166,8 +162,9 @@ def plot_attention(
     fontsize: float = 9,
     fig=None,
 ):
-    """Heatmaps of one kind of attention: one (layer, head), or the grid of all N x h
-    maps when both are None (a row per head, a column per layer).
+    """Heatmaps of one kind of attention: one (layer, head); every head of one layer,
+    or one head in every layer, when the other is None; or the grid of all N x h maps
+    when both are None (a row per head, a column per layer).
 
     Rows are queries (y axis), columns keys (x axis), both labelled with pieces; one
     colour bar, from 0 to 1, gives the attention weight. Returns the Figure.
@@ -183,12 +180,10 @@ def plot_attention(
         if index is not None:
             check_index(name, index, count)
     check_drawing(cell, fontsize, fig)  # the door's rules: checks.py
-    grid = (
-        [(i, j) for j in range(h) for i in range(N)]
-        if layer is None and head is None
-        else [(layer if layer is not None else 0, head if head is not None else 0)]
-    )
-    rows, cols = (h, N) if len(grid) > 1 else (1, 1)
+    layers = range(N) if layer is None else [layer]
+    heads = range(h) if head is None else [head]
+    grid = [(i, j) for j in heads for i in layers]  # a row per head, a column per layer
+    rows, cols = len(heads), len(layers)
     if len(grid) > 1:  # the pieces are named once per row and column: room for maps
         size = (0.3 + cell * len(keys), 0.3 + cell * len(queries))
         figsize = (size[0] * cols + 2.2, size[1] * rows + 1.1)
