@@ -38,6 +38,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import transformer.engine.cli as cli
+import transformer.engine.commands as commands
 import transformer.engine.command_input as command_input
 import transformer.engine.trainer as train_module
 from transformer.engine.checkpoints import load_training_state
@@ -1818,7 +1819,7 @@ def test_a_bug_inside_translation_is_not_turned_into_bad_input(
             "shapes (2, 3) and (4, 5) cannot be multiplied"
         )  # stands for a bug deep in the model
 
-    monkeypatch.setattr(cli, "translate", bug)
+    monkeypatch.setattr(commands, "translate", bug)
     with pytest.raises(ValueError, match="cannot be multiplied"):
         run_main(
             ["translate", "--model", tiny_run, SENTENCE], None, capsys, monkeypatch
@@ -2848,7 +2849,7 @@ def test_a_path_the_user_named_that_cannot_be_written_says_what_to_do(
     def refused(model, out_dir, replace=False):
         raise OSError(number, os.strerror(number), str(out_dir / "encoder.onnx"))
 
-    monkeypatch.setattr(cli, "export_onnx", refused)
+    monkeypatch.setattr(commands, "export_onnx", refused)
     assert_one_line_error(
         *run_main(
             ["export-onnx", "--model", "x", "--out", out], None, capsys, monkeypatch
@@ -3590,11 +3591,13 @@ def test_an_os_error_is_one_line_only_when_it_is_about_a_path_the_user_named(
 
         return train
 
-    monkeypatch.setattr(cli, "train", fails_on(tmp_path / "out" / "checkpoints" / "x"))
+    monkeypatch.setattr(
+        commands, "train", fails_on(tmp_path / "out" / "checkpoints" / "x")
+    )
     status, out, err = run_main(argv, None, capsys, monkeypatch)
     assert_one_line_error(status, out, err, "Too many levels of symbolic links")
     for elsewhere in (Path(cli.__file__), tmp_path / "outside", "relative.txt"):
-        monkeypatch.setattr(cli, "train", fails_on(elsewhere))
+        monkeypatch.setattr(commands, "train", fails_on(elsewhere))
         with pytest.raises(OSError, match="Too many levels"):
             run_main(argv, None, capsys, monkeypatch)
 
@@ -5031,3 +5034,56 @@ def test_evaluate_of_the_current_folder_names_its_files_for_it(
     status, _, err = run_main(argv, None, capsys, monkeypatch)
     assert status == 0, err
     assert (run / "evaluation" / "myrun" / "val.hyp").is_file()
+
+
+# ---- Left by the tenth and eleventh trials (issue 54): the command line -------------
+
+
+def test_evaluate_refuses_a_default_folder_holding_another_models_scores(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    """Two runs whose folders share a name (x/run, y/run) would write the same default
+    evaluation/run/: the second overwrote the first's scores. Now it is refused, naming
+    --out-dir, and the first's files stay; a run's step folder is <run>-<step>, and a
+    later evaluation of the same run replaces its earlier one."""
+    for parent in ("x", "y"):
+        shutil.copytree(tiny_run, tmp_path / parent / "run")
+    monkeypatch.chdir(tmp_path)
+    options = ["--split", "val", "--limit", "2", "--beam", "1"]
+    status, _, err = run_main(
+        ["evaluate", "--model", "x/run", *options], None, capsys, monkeypatch
+    )
+    assert status == 0, err
+    before = listing(tmp_path / "evaluation")
+    assert_one_line_error(
+        *run_main(
+            ["evaluate", "--model", "y/run", *options], None, capsys, monkeypatch
+        ),
+        "evaluation/run/val.json holds the scores of",
+    )
+    assert listing(tmp_path / "evaluation") == before
+    status, _, err = run_main(
+        ["evaluate", "--model", "x/run", *options], None, capsys, monkeypatch
+    )
+    assert status == 0, err  # the same run again: its scores are replaced
+    step = latest(tmp_path / "y" / "run")
+    status, out, err = run_main(
+        ["evaluate", "--model", step, *options], None, capsys, monkeypatch
+    )
+    assert status == 0, err
+    assert (tmp_path / "evaluation" / f"run-{step.name}" / "val.json").is_file()
+
+
+def test_the_done_line_of_a_resume_with_nothing_left_to_train_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    """A run stopped by --max-steps inside its first epoch, resumed with the same limit:
+    the line read `done: step 3, ; checkpoint ...` (no epoch row, an empty summary)."""
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    argv = ["train", "--config", config, "--max-steps", "3", "--no-progress"]
+    assert run_main(argv, None, capsys, monkeypatch)[0] == 0
+    status, out, err = run_main([*argv, "--resume"], None, capsys, monkeypatch)
+    assert status == 0 and "nothing is left to train" in err, err
+    assert re.fullmatch(
+        r"done: step 3, nothing left to train; checkpoint \S+step-00000003\n", out
+    ), out

@@ -4,158 +4,22 @@
 __all__ = ['build_parser', 'main']
 
 # %% ../../../notebooks/97_command_line.ipynb #c616d3f7
+# transformer/engine/cli.py: the parser of `transformer` and `main`, which turns what
+# goes wrong into one line; what each command does is transformer/engine/commands.py
 import argparse
-import dataclasses
 import errno
 import os
 import sys
 from pathlib import Path
 
-from .command_input import argument_lines, stdin_lines
-from .config import TrainConfig
-from .evaluate import evaluate_checkpoint
-from .shipped import SHIPPED_MODELS, load_translator
+from .commands import run_evaluate, run_export_onnx
+from .commands import run_train, run_translate
+from .shipped import SHIPPED_MODELS
 from ..decoding import BATCH_SIZE, MAX_LEN_A, MAX_LEN_B
-from ..translation import translate
-from .distributed import select_device
-from .onnx_export import export_onnx
 from .signals import Terminated, sigterm_interrupts
-from ..errors import CommandError, NonFiniteLossError, TransformerError
-from transformer.engine.full_disk import (
-    after_a_full_evaluation,
-    full_disk_is_one_line,
-    stderr_that_drops,
-)
-from .streams import StdoutClosed, check_stdout, open_streams, say
-from .trainer import train
-
-# %% ../../../notebooks/97_command_line.ipynb #ca1de245
-def _folder(text: str) -> Path:
-    """An --out-dir: a folder's name, never the empty one (which Path reads as ".")."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            "an empty name: name a folder, or leave the option out"
-        )
-    return Path(text)
-
-
-def _positive(name: str, value: int) -> int:
-    if value < 1:
-        raise CommandError(f"{name} must be at least 1, got {value}")
-    return value
-
-
-def _load(model: str, device: str):
-    """A shipped model or a run/checkpoint directory: `load_translator` checks every
-    file and names what is wrong."""
-    return load_translator(model, select_device(device))
-
-
-def _run_train(args) -> int:
-    config = TrainConfig.from_toml(args.config)
-    run = {"device": args.device, "out_dir": args.out_dir}
-    run |= {"progress": False} if args.no_progress else {}
-    steps = {} if args.max_steps is None else {"max_steps": args.max_steps}
-    # a new config, checked again: the file's settings with the command's overrides
-    config = dataclasses.replace(
-        config,
-        **{k: v for k, v in run.items() if v is not None},
-        optim=dataclasses.replace(config.optim, **steps),
-    )
-    d = config.data  # the paths the config names are the user's too (`main`)
-    args.paths = [config.out_dir, d.data_dir, *d.train_files, *d.valid_files]
-    try:
-        result = train(config, resume=args.resume)
-    except NonFiniteLossError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 3
-    if int(os.environ.get("RANK", 0)) == 0:
-        last = result.history[-1] if result.history else {}
-        summary = ", ".join(
-            f"{k}={last[k]:.4f}"
-            for k in ("loss", "valid_loss", "valid_ppl")
-            if k in last
-        )
-        say(f"done: step {result.step}, {summary}; checkpoint {result.checkpoint}")
-    return 0
-
-# %% ../../../notebooks/97_command_line.ipynb #cf5fb3a6
-def _run_translate(args) -> int:
-    # --beam, --alpha and --batch-size are refused by translate, the door they go to
-    if args.max_len is not None:
-        _positive("--max-len", args.max_len)
-    lines = argument_lines(args.text) if args.text else stdin_lines()
-    ckpt = _load(args.model, args.device)
-    limits = dict(max_len_a=0.0, max_len_b=args.max_len) if args.max_len else {}
-
-    def truncated(i: int, tokens: int, kept: int) -> None:
-        print(
-            f"warning: line {i + 1} has {tokens} tokens; the model reads at most "
-            f"{kept}, so only its first {kept} were translated",
-            file=sys.stderr,
-        )
-
-    for line in translate(
-        ckpt,
-        lines,
-        beam_size=args.beam,
-        alpha=args.alpha,
-        batch_size=args.batch_size,
-        on_truncate=truncated,
-        **limits,
-    ):
-        say(line)
-    return 0
-
-# %% ../../../notebooks/97_command_line.ipynb #9a934055
-def _run_evaluate(args) -> int:
-    # --beam, --alpha and --batch-size are refused by translate, the door they go to
-    if args.limit < 0:
-        raise CommandError(
-            "--limit must be >= 0 (0, the default, scores every sentence), "
-            f"got {args.limit}"
-        )
-    ckpt = _load(args.model, args.device)
-    # named for the model: "." and ".." by the folder's own name
-    name = Path(args.model).resolve().name or "model"
-    out_dir = args.out_dir or Path("evaluation") / name
-    args.paths = [out_dir]  # chosen for the user when --out-dir is not given
-    with full_disk_is_one_line(out_dir, after_a_full_evaluation):
-        report = evaluate_checkpoint(
-            ckpt,
-            args.split,
-            beam_size=args.beam,
-            alpha=args.alpha,
-            batch_size=args.batch_size,
-            out_dir=out_dir,
-            limit=args.limit,
-        )
-    say(
-        f"{args.model} on {args.split}: {report['sentences']} sentences, "
-        f"beam {report['beam_size']}, alpha {report['alpha']}, {report['seconds']} s"
-    )
-    for s in report["scores"]:
-        say(f"  {s['metric']:<28} {s['score']:6.2f}   {s['signature']}")
-    say(
-        f"translations: {Path(out_dir) / (args.split + '.hyp')}; "
-        f"scores: {Path(out_dir) / (args.split + '.json')}"
-    )
-    return 0
-
-# %% ../../../notebooks/97_command_line.ipynb #90592a15
-def _run_export_onnx(args) -> int:
-    if not str(args.out).strip():
-        raise CommandError(
-            "--out is empty: name the folder to write the ONNX files into, "
-            "e.g. --out de-en-onnx"
-        )
-    out = export_onnx(args.model, Path(args.out), replace=args.replace)
-    files = sorted(f for f in out.iterdir() if f.is_file())
-    say(
-        f"{args.model} -> {out}: "
-        + ", ".join(f"{f.name} ({f.stat().st_size / 1e6:.1f} MB)" for f in files)
-    )
-    return 0
+from ..errors import TransformerError
+from .full_disk import stderr_that_drops
+from .streams import StdoutClosed, check_stdout, open_streams
 
 # %% ../../../notebooks/97_command_line.ipynb #f3c73acd
 def build_parser() -> argparse.ArgumentParser:
@@ -205,7 +69,7 @@ def _add_train_command(commands) -> None:
         "0: no limit)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(run=_run_train)
+    p.set_defaults(run=run_train)
 
 # %% ../../../notebooks/97_command_line.ipynb #0cfae165
 def _add_translate_command(commands, model_help: str) -> None:
@@ -233,7 +97,7 @@ def _add_translate_command(commands, model_help: str) -> None:
     p.add_argument(
         "--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)"
     )
-    p.set_defaults(run=_run_translate)
+    p.set_defaults(run=run_translate)
 
 # %% ../../../notebooks/97_command_line.ipynb #0491f2af
 def _add_decoding_arguments(p) -> None:
@@ -258,6 +122,15 @@ def _add_decoding_arguments(p) -> None:
     )
 
 # %% ../../../notebooks/97_command_line.ipynb #13428293
+def _folder(text: str) -> Path:
+    """An --out-dir: a folder's name, never the empty one (which Path reads as ".")."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty name: name a folder, or leave the option out"
+        )
+    return Path(text)
+
+
 def _add_evaluate_command(commands, model_help: str) -> None:
     """`transformer evaluate` and its arguments."""
     p = commands.add_parser(
@@ -280,12 +153,14 @@ def _add_evaluate_command(commands, model_help: str) -> None:
     p.add_argument(
         "--out-dir",
         type=_folder,
-        help="where <split>.hyp and <split>.json go (default: evaluation/<model name>)",
+        help="where <split>.hyp and <split>.json go (default: evaluation/<the model "
+        "folder's name>, a run's step folder as <run>-<step>; never over another "
+        "model's scores)",
     )
     p.add_argument(
         "--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)"
     )
-    p.set_defaults(run=_run_evaluate)
+    p.set_defaults(run=run_evaluate)
 
 # %% ../../../notebooks/97_command_line.ipynb #c04d647b
 def _add_export_onnx_command(commands, model_help: str) -> None:
@@ -311,7 +186,7 @@ def _add_export_onnx_command(commands, model_help: str) -> None:
         action="store_true",
         help="replace --out if it exists and holds files (all of them)",
     )
-    p.set_defaults(run=_run_export_onnx)
+    p.set_defaults(run=run_export_onnx)
 
 
 def _one_line(message: str) -> str:
