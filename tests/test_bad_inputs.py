@@ -5087,3 +5087,23 @@ def test_the_done_line_of_a_resume_with_nothing_left_to_train_says_so(
     assert re.fullmatch(
         r"done: step 3, nothing left to train; checkpoint \S+step-00000003\n", out
     ), out
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_metrics_csv_deleted_or_replaced_during_a_run_is_written_again_whole(
+    tmp_path, how, capsys
+):
+    """Its rows went on into the deleted file (or the one replaced), silently lost."""
+    log = MetricsLog(tmp_path, tensorboard=False)
+    log.log("step", 1, loss=2.5)
+    if how == "deleted":
+        (tmp_path / "metrics.csv").unlink()
+    else:
+        (tmp_path / "other.csv").write_text("mine\n")
+        os.replace(tmp_path / "other.csv", tmp_path / "metrics.csv")
+    log.log("step", 2, loss=2.25)
+    log.log("step", 3, loss=2.0)
+    log.close()
+    assert [r["loss"] for r in read_metrics(tmp_path)] == [2.5, 2.25, 2.0]
+    err = capsys.readouterr().err
+    assert err.count("was deleted or replaced during the run") == 1, err

@@ -7,6 +7,7 @@ __all__ = ['MetricsLog', 'read_metrics']
 import csv
 import io
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -62,7 +63,7 @@ class MetricsLog:
         writer.writeheader()
         writer.writerows(rows)
         atomic_write_text(self.path, kept.getvalue())
-        self._file = open(self.path, "a", newline="")
+        self._file = open(self.path, "a+", newline="")  # +: read back, if need be
         self._writer = csv.DictWriter(self._file, self.FIELDS)
         self._tb = None
         if tensorboard:
@@ -74,6 +75,7 @@ class MetricsLog:
                 self._tb = None
 
     def log(self, kind: str, step: int, **values) -> None:
+        self._keep_file()
         row = {
             "kind": kind,
             "step": step,
@@ -88,6 +90,26 @@ class MetricsLog:
             for k, v in values.items():
                 if isinstance(v, (int, float)) and k not in ("epoch", "elapsed_s"):
                     self._tb.add_scalar(f"{kind}/{k}", v, step)
+
+    def _keep_file(self) -> None:
+        """Write metrics.csv again from the run's open copy when the file at its path is
+        gone or is another one (deleted or replaced during the run): the rows would go
+        to a file no one can read."""
+        try:
+            same = os.path.samestat(os.stat(self.path), os.fstat(self._file.fileno()))
+        except FileNotFoundError:
+            same = False
+        if not same:
+            self._file.seek(0)
+            atomic_write_text(self.path, self._file.read())
+            self._file.close()
+            self._file = open(self.path, "a+", newline="")
+            self._writer = csv.DictWriter(self._file, self.FIELDS)
+            print(
+                f"warning: {self.path} was deleted or replaced during the run: "
+                "written again from the run's own copy",
+                file=sys.stderr,
+            )
 
     def close(self) -> None:
         self._file.close()
