@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+import enum
 import shutil
 import signal
 import subprocess
@@ -2410,6 +2411,20 @@ def api_cases(ckpt, onnx_dir: Path | None):
             lambda: TrainConfig.from_toml(None),
             ConfigError,
             "a config file is a path, got NoneType",
+        ),
+        (  # it read "norm must be one of ['layer', 'rms'], got 'rms'"
+            "ModelConfig(norm=an Enum of str)",
+            lambda: ModelConfig(
+                30, 30, norm=enum.Enum("Norm", {"RMS": "rms"}, type=str).RMS
+            ),
+            ConfigError,
+            "(a Norm, a kind of str: pass a plain str, such as an Enum member's .value)",
+        ),
+        (
+            "ModelConfig(norm=a str subclass)",
+            lambda: ModelConfig(30, 30, norm=type("Name", (str,), {})("rms")),
+            ConfigError,
+            "norm must be one of ['layer', 'rms'], got 'rms' (a Name, a kind of str",
         ),
     ]
     if onnx_dir is not None:
