@@ -3851,6 +3851,33 @@ def test_the_attention_explorer_refuses_at_its_door(sentences, dpi, error, words
         attention_explorer(ckpt, sentences, dpi=dpi)
 
 
+@pytest.mark.parametrize(
+    "change, error, words",
+    [  # drawn without a word with too few labels; a list of weights an AttributeError
+        ({"source": ["a", "b"]}, "InputError", "but 2 source and 3 target pieces"),
+        ({"cross": torch.rand(1, 2, 3, 4)}, "InputError", "cross is (1, 2, 3, 4)"),
+        ({"encoder": [[1.0]]}, "InputTypeError", "encoder must be a float tensor"),
+        (
+            {"decoder": torch.ones(1, 2, 3, 3, dtype=torch.long)},
+            "InputTypeError",
+            "got (1,",
+        ),
+        ({"target": "abc"}, "InputTypeError", "target must be a list of str pieces"),
+    ],
+)
+def test_attention_maps_made_by_hand_are_refused_unless_labels_and_weights_agree(
+    change, error, words
+):
+    import transformer.errors as errors
+    from transformer.visualize import AttentionMaps
+
+    fields = dict(sentence="s", translation="t", source=list("xyz"), target=list("abc"))
+    fields |= {k: torch.rand(1, 2, 3, 3) for k in ("encoder", "decoder", "cross")}
+    AttentionMaps(**fields)  # agreeing: taken
+    with pytest.raises(getattr(errors, error), match=re.escape(words)):
+        AttentionMaps(**(fields | change))
+
+
 def test_attention_maps_takes_numpy_integers_and_a_byte_order_mark_as_translate_does():
     import numpy as np
 

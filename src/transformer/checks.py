@@ -2,7 +2,7 @@
 # Also written by: ../../notebooks/09_data.ipynb, ../../notebooks/11_decoding.ipynb, ../../notebooks/14_seeing_attention.ipynb.
 
 # %% auto #0
-__all__ = ['check_attention_mask', 'check_attention_inputs', 'check_list', 'weigh_items', 'check_texts', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index', 'check_map_texts', 'check_two_stacks', 'check_figure', 'check_drawing']
+__all__ = ['check_attention_mask', 'check_attention_inputs', 'check_list', 'weigh_items', 'check_texts', 'is_integer', 'is_real', 'check_number', 'check_switches', 'check_unicode', 'check_index', 'check_map_texts', 'check_map_shapes', 'check_two_stacks', 'check_figure', 'check_drawing']
 
 # %% ../../notebooks/02_attention.ipynb #door-checks
 # transformer/checks.py: the rules of the doors (attention's tensors and mask; a number,
@@ -244,6 +244,29 @@ def check_map_texts(sentence, translation, beam_size) -> None:
             f"beam_size={beam_size!r} beside a translation: with the translation "
             "given, nothing is translated and no beam searched; leave one of them out"
         )
+
+
+def check_map_shapes(maps) -> None:
+    """Refuse `AttentionMaps` whose labels are not lists of str, or whose weights are
+    not float tensors (N, h, queries, keys) with a row and a column for each label (a
+    map with too few labels was drawn without a word, its pieces misplaced)."""
+    for name in ("source", "target"):
+        pieces = getattr(maps, name)
+        if not (isinstance(pieces, list) and all(isinstance(p, str) for p in pieces)):
+            raise InputTypeError(f"AttentionMaps' {name} must be a list of str pieces")
+    S, T = len(maps.source), len(maps.target)
+    for kind, size in (("encoder", (S, S)), ("decoder", (T, T)), ("cross", (T, S))):
+        w = getattr(maps, kind)
+        if not (isinstance(w, Tensor) and w.is_floating_point() and w.dim() == 4):
+            raise InputTypeError(
+                f"AttentionMaps' {kind} must be a float tensor (N, h, queries, keys), "
+                f"got {tuple(w.shape) if isinstance(w, Tensor) else type(w).__name__}"
+            )
+        if tuple(w.shape[2:]) != size:
+            raise InputError(
+                f"AttentionMaps' {kind} is {tuple(w.shape)}, but {S} source and {T} "
+                f"target pieces label a map of {size[0]} x {size[1]}"
+            )
 
 
 def check_two_stacks(model) -> None:

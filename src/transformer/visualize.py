@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from .checks import check_drawing, check_figure, check_index
-from .checks import check_map_texts, check_two_stacks
+from .checks import check_map_shapes, check_map_texts, check_two_stacks
 from .search_checks import check_model, check_translator, clean
 from .translation import translate
 from .errors import InputError, InputTypeError
@@ -104,6 +104,9 @@ class AttentionMaps:
     encoder: Tensor
     decoder: Tensor
     cross: Tensor
+
+    def __post_init__(self):  # made by hand too: as many rows and columns as labels
+        check_map_shapes(self)  # the door's rules: checks.py
 
     def labels(self, kind: str) -> tuple[list[str], list[str]]:
         """(query labels, key labels) of one kind."""
