@@ -5149,3 +5149,208 @@ def test_a_metrics_csv_deleted_or_replaced_during_a_run_is_written_again_whole(
     assert [r["loss"] for r in read_metrics(tmp_path)] == [2.5, 2.25, 2.0]
     err = capsys.readouterr().err
     assert err.count("was deleted or replaced during the run") == 1, err
+
+
+def stats_cases():
+    """(id, call, error, phrase): chapter 12's statistics at their doors
+    (transformer/stats_checks.py). Each was a raw error, a silent wrong number or a
+    hang before."""
+    from transformer import stats
+
+    three = stats.SeedPairs([1.0, 2.0, 3.0], [0.01] * 3, 1.0, [20.0] * 3, [21, 22, 23])
+    stat = stats.bleu_statistics(["a dog runs"], ["a dog runs"])
+    return [
+        (
+            "holm(None) (TypeError)",
+            lambda: stats.holm(None),
+            "InputTypeError",
+            "NoneType",
+        ),
+        ("holm('0.5')", lambda: stats.holm("0.5"), "InputTypeError", "pass [p]"),
+        (
+            "holm_levels, level 2",
+            lambda: stats.holm_levels([0.1], 2),
+            "InputError",
+            "level=2",
+        ),
+        (
+            "mean_sd([nan, 1]) was (nan, nan)",
+            lambda: stats.mean_sd([math.nan, 1]),
+            "InputError",
+            "values[0]=nan",
+        ),
+        (
+            "mean_sd('ab')",
+            lambda: stats.mean_sd("ab"),
+            "InputTypeError",
+            "list of numbers",
+        ),
+        (
+            "permutation_p of 30 and 30 (hangs)",
+            lambda: stats.permutation_p([1.0] * 30, [2.0] * 30),
+            "InputError",
+            "1.18e+17 splits",
+        ),
+        (
+            "t_p_value(nan) was 0.0",
+            lambda: stats.t_p_value(math.nan, 3),
+            "InputError",
+            "not NaN",
+        ),
+        (
+            "t_p_value, dof 0 (ZeroDivisionError)",
+            lambda: stats.t_p_value(1.0, 0),
+            "InputError",
+            "dof=0",
+        ),
+        (
+            "t_p_value, dof 10**9 (hangs)",
+            lambda: stats.t_p_value(1.0, 10**9),
+            "InputError",
+            "from 1 to 10,000",
+        ),
+        (
+            "t_quantile(1.5) was 1e6",
+            lambda: stats.t_quantile(1.5, 3),
+            "InputError",
+            "level=1.5",
+        ),
+        (
+            "paired_bleu_test of a list",
+            lambda: stats.paired_bleu_test([["a"], ["b"]], ["c"]),
+            "InputTypeError",
+            "systems must map",
+        ),
+        (
+            "paired_bleu_test, no sentence (RuntimeError)",
+            lambda: stats.paired_bleu_test({"a": [], "b": []}, []),
+            "InputError",
+            "a sentence or more",
+        ),
+        (
+            "paired_bleu_test of a str",
+            lambda: stats.paired_bleu_test({"a": "x", "b": "y"}, "z"),
+            "InputTypeError",
+            "got str",
+        ),
+        (
+            "paired_bleu_test, resamples 0",
+            lambda: stats.paired_bleu_test(
+                {"a": ["x"], "b": ["y"]}, ["z"], resamples=0
+            ),
+            "InputError",
+            "resamples=0",
+        ),
+        (
+            "paired_bleu_test, resamples 10**15",
+            lambda: stats.paired_bleu_test(
+                {"a": ["x"], "b": ["y"]}, ["z"], resamples=10**15
+            ),
+            "InputError",
+            "lower resamples",
+        ),
+        (
+            "paired_bootstrap of float32 statistics",
+            lambda: stats.paired_bootstrap(stat.float(), stat.float()),
+            "InputTypeError",
+            ".double() converts",
+        ),
+        (
+            "paired_bootstrap of NaN statistics (gap 0, p = 1)",
+            lambda: stats.paired_bootstrap(stat * math.nan, stat),
+            "InputError",
+            "NaN or infinite counts",
+        ),
+        (
+            "bleu_statistics of 3 translations and 2 references (a row dropped)",
+            lambda: stats.bleu_statistics(["a", "b", "c"], ["a", "b"]),
+            "InputError",
+            "3 translations and 2 references",
+        ),
+        (
+            "paired_bootstrap of unequal N",
+            lambda: stats.paired_bootstrap(stat, torch.cat([stat, stat])),
+            "InputError",
+            "the same N >= 1",
+        ),
+        (
+            "paired_over_seeds([1], [2]) (TypeError)",
+            lambda: stats.paired_over_seeds([1.0], ["2"]),
+            "InputError",
+            "runs[0] must be a pair",
+        ),
+        (
+            "compare(a list) (AttributeError)",
+            lambda: stats.compare([]),
+            "InputError",
+            "family must map",
+        ),
+        (
+            "compare, a key of one name",
+            lambda: stats.compare({"a": three}),
+            "InputError",
+            "family's keys are (a, b)",
+        ),
+        (
+            "compare, a NaN gap",
+            lambda: stats.compare(
+                {("a", "b"): dataclasses.replace(three, gaps=[1.0, math.nan, 3.0])}
+            ),
+            "InputError",
+            "gaps[1]=nan",
+        ),
+        (
+            "compare, two p-values for three seeds",
+            lambda: stats.compare(
+                {("a", "b"): dataclasses.replace(three, p_values=[0.1, 0.2])}
+            ),
+            "InputError",
+            "2 p-values for 3 seeds",
+        ),
+        (
+            "compare, level 0",
+            lambda: stats.compare({("a", "b"): three}, level=0),
+            "InputError",
+            "level=0",
+        ),
+        (
+            "PairedGap.interval(2)",
+            lambda: stats.paired_bootstrap(stat, stat, resamples=9).interval(2),
+            "InputError",
+            "level=2",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in stats_cases()])
+def test_the_statistics_refuse_at_their_doors_with_the_packages_errors(case):
+    import transformer.errors as errors
+
+    _, call, error, phrase = next(c for c in stats_cases() if c[0] == case)
+    with pytest.raises(getattr(errors, error)) as info:
+        call()
+    assert phrase in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_the_statistics_take_generators_numpy_numbers_and_a_mapping_proxy():
+    """What the doors take: the same results as from lists."""
+    import types
+
+    import numpy as np
+
+    from transformer import stats
+
+    assert stats.mean_sd(x for x in (1.0, 2.0, 4.0)) == stats.mean_sd([1.0, 2.0, 4.0])
+    assert stats.holm(np.array([0.01, 0.04])) == stats.holm([0.01, 0.04])
+    refs = ["a dog runs on grass", "two cats sleep"]
+    systems = {"a": ["a dog runs", "two cats sleep"], "b": refs}
+    plain = stats.paired_bleu_test(systems, refs, resamples=19)
+    proxy = stats.paired_bleu_test(
+        types.MappingProxyType(systems), iter(refs), resamples=19
+    )
+    assert [str(c) for c in proxy] == [str(c) for c in plain]
+    runs = [(systems["a"], systems["b"])] * 2
+    assert (
+        stats.paired_over_seeds(runs, iter(refs), resamples=19).gaps
+        == [plain[1].bleu - plain[0].bleu] * 2
+    )

@@ -13,7 +13,10 @@ from typing import Sequence
 import torch
 from sacrebleu.metrics import BLEU
 
-from .errors import InputError
+from .stats_checks import check_dof, check_family, check_groups, check_level
+from .stats_checks import check_numbers, check_p_values, check_runs
+from .stats_checks import check_scored, check_statistics, check_systems
+from .stats_checks import check_t
 
 # %% ../../notebooks/12_evaluation.ipynb #paired-test-code
 RESAMPLES = 1000  # resampled test sets per paired test (sacreBLEU's default too)
@@ -31,7 +34,8 @@ def bleu_statistics(
     sacreBLEU's counts (13a tokens, one reference per sentence). Summed over any set of
     sentences, they give that set's corpus BLEU (`bleu_of`): resampling needs no text.
     """
-    counts = BLEU()._extract_corpus_statistics(list(hypotheses), [list(references)])
+    hypotheses, references = check_scored(hypotheses, references)  # stats_checks.py
+    counts = BLEU()._extract_corpus_statistics(hypotheses, [references])
     return torch.tensor(counts, dtype=torch.float64)  # (N, 10)
 
 
@@ -67,6 +71,7 @@ class PairedGap:
         """The gaps g this test, asked "is the true gap g?", does not reject at
         1 - level: gap ± the (k+1)-th largest spread, k the most draws that still give
         p < 1 - level. 0 lies outside exactly when p_value < 1 - level."""
+        check_level(level)
         k = math.ceil(round((1 - level) * (len(self.spread) + 1), 9)) - 2
         if k < 0:  # even the smallest p-value, 1 / (R + 1), is not below 1 - level
             return -math.inf, math.inf
@@ -92,6 +97,7 @@ def paired_bootstrap(
     away from the observed gap (+1 on both counts: never 0, at least 1/(R + 1)). The
     interval keeps every gap the same test would not reject (`PairedGap.interval`).
     """
+    check_statistics(a, b, resamples, seed)  # the door, folded: stats_checks.py
     n = len(a)
     g = torch.Generator().manual_seed(seed)
     draws = torch.randint(n, (resamples, n), generator=g)  # (R, N): sentence indices
@@ -144,12 +150,7 @@ def paired_bleu_test(
     system, in order. All comparisons use the same `resamples` test sets (1000: p-values
     in steps of 1/1001, the smallest printed as 0.001).
     """
-    lengths = {name: len(h) for name, h in systems.items()}
-    if len(systems) < 2 or set(lengths.values()) != {len(references)}:
-        raise InputError(
-            f"a paired test needs two or more systems with one translation per "
-            f"reference ({len(references)}), got {lengths}"
-        )
+    systems, references = check_systems(systems, references)  # stats_checks.py
     (first, base), *others = [
         (name, bleu_statistics(h, references)) for name, h in systems.items()
     ]
@@ -173,9 +174,7 @@ def holm(p_values: Sequence[float]) -> list[float]:
     Compare each with the level (0.05): the chance of any false finding among the m
     tests then stays below it, whatever their dependence (Holm, 1979).
     """
-    p = list(p_values)
-    if not all(0.0 <= x <= 1.0 for x in p):  # also refuses NaN
-        raise InputError(f"p-values must lie in [0, 1], got {p}")
+    p = check_p_values(p_values)  # in [0, 1], NaN refused: stats_checks.py
     m, running, adjusted = len(p), 0.0, [0.0] * len(p)
     for k, i in enumerate(sorted(range(m), key=p.__getitem__)):  # k = 0 .. m - 1
         running = max(running, min(1.0, (m - k) * p[i]))
@@ -188,7 +187,9 @@ def holm_levels(p_values: Sequence[float], level: float = LEVEL) -> list[float]:
     smallest of m against level / (m - k + 1), until the first that fails; that one
     and all after it against the threshold that failed. p < its level exactly when
     holm(p) < level: an interval at that level agrees with Holm's verdict."""
-    p, adjusted = list(p_values), holm(p_values)
+    check_level(level)
+    p = check_p_values(p_values)
+    adjusted = holm(p)
     rank = sorted(range(len(p)), key=p.__getitem__)  # as `holm` sorts them
     kept = sum(adjusted[i] < level for i in rank)  # Holm keeps the first `kept`
     return [level / (len(p) - min(rank.index(i), kept)) for i in range(len(p))]
@@ -196,9 +197,7 @@ def holm_levels(p_values: Sequence[float], level: float = LEVEL) -> list[float]:
 # %% ../../notebooks/12_evaluation.ipynb #seeds-code
 def mean_sd(values: Sequence[float]) -> tuple[float, float]:
     """The mean and the sample standard deviation (n - 1) of two or more values."""
-    xs = list(values)
-    if len(xs) < 2:
-        raise InputError(f"a standard deviation needs two or more values, got {xs}")
+    xs = check_numbers(values, "values", 2, "a standard deviation needs two or more")
     m = sum(xs) / len(xs)
     return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
 
@@ -207,9 +206,8 @@ def permutation_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Exact two-sided permutation test of the difference of the means of a and b: the
     share of all ways to split the pooled values into groups of len(a) and len(b)
     whose means differ at least as much as a's and b's do."""
+    a, b = check_groups(a, b)  # finite scores, few enough splits: stats_checks.py
     pool = [*a, *b]
-    if not (a and b) or not all(math.isfinite(x) for x in pool):
-        raise InputError(f"two non-empty groups of finite scores, got {a} and {b}")
 
     def gap(first: tuple[int, ...]) -> float:
         x = [pool[i] for i in first]
@@ -225,6 +223,7 @@ def permutation_p(a: Sequence[float], b: Sequence[float]) -> float:
 def t_p_value(t: float, dof: int) -> float:
     """P(|T| >= |t|) for Student's T with `dof` (whole) degrees of freedom: a finite
     sum in cos(theta), theta = atan(|t| / sqrt(dof)) (Abramowitz and Stegun 26.7)."""
+    check_t(t, dof)  # stats_checks.py
     theta = math.atan(abs(t) / math.sqrt(dof))
     c, s = math.cos(theta), math.sin(theta)
     term, total = 1.0, 1.0
@@ -243,6 +242,8 @@ def t_p_value(t: float, dof: int) -> float:
 
 def t_quantile(level: float, dof: int) -> float:
     """The t with P(|T| <= t) = level (level = 0.95: 4.303 for 2 degrees of freedom)."""
+    check_level(level)
+    check_dof(dof)
     low, high = 0.0, 1e6
     for _ in range(200):  # bisection: t_p_value falls as t grows
         mid = (low + high) / 2
@@ -296,8 +297,7 @@ def paired_over_seeds(
 ) -> SeedPairs:
     """`runs` holds, per seed, recipe a's and recipe b's translations of the same
     sentences; `references` one reference per sentence. One paired test per seed."""
-    if not runs:
-        raise InputError("paired_over_seeds needs one (a, b) pair of runs per seed")
+    runs, references = check_runs(runs, references)  # stats_checks.py
     pairs = SeedPairs([], [], 0.0)
     for a, b in runs:
         first, second = paired_bleu_test(
@@ -385,13 +385,7 @@ def compare(
     that is not BLEU (`metric` names it) has no paired test per seed: leave
     `SeedPairs.p_values` empty and the t-test over the seeds decides alone.
     """
-    for (a, b), pairs in family.items():
-        n = len(pairs.gaps)
-        if n < MIN_SEEDS or len(pairs.a_bleu) != n or len(pairs.b_bleu) != n:
-            raise InputError(
-                f"{b} against {a}: {n} paired seeds with their scores; the rule needs "
-                f"at least {MIN_SEEDS} a side (train more seeds)"
-            )
+    check_family(family, level, metric, MIN_SEEDS)  # the door: stats_checks.py
     ps = [max([pairs.seed_p, *pairs.p_values]) for pairs in family.values()]
     judged = zip(ps, holm(ps), holm_levels(ps, level))
     return [

@@ -219,16 +219,17 @@ def _number(x) -> str:
 
 
 def _convert(value) -> str:
-    """What to do with a NumPy or torch number where a Python one belongs, or with a
-    subclass of a Python kind (an Enum of str, a str subclass) where the kind belongs."""
+    """What to do with a NumPy or torch number where a Python one belongs, or with
+    a subclass of a Python kind (an Enum of str, a str subclass) where it belongs."""
     library = type(value).__module__.split(".")[0]
     if library in ("numpy", "torch"):
         return f" (a {library} value: pass a Python number, int(x) or float(x))"
     kind = next((k for k in (str, int, float) if isinstance(value, k)), None)
     if kind is not None:  # a subclass: the exact kinds never reach here
+        name = kind.__name__
         return (
-            f" (a {type(value).__name__}, a kind of {kind.__name__}: pass a plain "
-            f"{kind.__name__}, such as an Enum member's .value)"
+            f" (a {type(value).__name__}, a kind of {name}: pass a plain {name}, such "
+            "as an Enum member's .value)"
         )
     return ""
 
