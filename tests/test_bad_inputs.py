@@ -2823,11 +2823,21 @@ def test_a_resume_whose_every_tokenizer_is_a_pipe_or_dev_zero_stops_without_wait
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="Linux's /proc")
-@pytest.mark.parametrize("delay", [0.0, 0.5])
-def test_ctrl_c_while_the_command_is_still_importing_torch_is_one_line_and_130(delay):
-    """A Ctrl-C while torch is imported (its library mapped, `delay` seconds before)
-    ends as one during the work does. (One within Python's own start, before any of
-    the package runs, is the interpreter's to report.)"""
+@pytest.mark.parametrize(
+    "delay, sent, status, line",
+    [
+        (0.0, signal.SIGINT, 130, "interrupted"),
+        (0.5, signal.SIGINT, 130, "interrupted"),
+        # it ended with 143 and no line (the twelfth trial)
+        (0.5, signal.SIGTERM, 143, "terminated (SIGTERM)"),
+    ],
+)
+def test_ctrl_c_while_the_command_is_still_importing_torch_is_one_line_and_130(
+    delay, sent, status, line
+):
+    """A Ctrl-C (or SIGTERM) while torch is imported (its library mapped, `delay`
+    seconds before) ends as one during the work does. (One within Python's own start,
+    before any of the package runs, is the interpreter's to report.)"""
     p = cli_process(
         ["translate", SENTENCE],
         stdout=subprocess.PIPE,
@@ -2842,10 +2852,10 @@ def test_ctrl_c_while_the_command_is_still_importing_torch_is_one_line_and_130(d
                 break
         time.sleep(0.005)
     time.sleep(delay)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sent)
     _, err = p.communicate(timeout=120)
-    assert p.returncode in (130, -signal.SIGINT), (p.returncode, err.decode())
-    assert err.decode().strip() == "interrupted", err.decode()
+    assert p.returncode in (status, -sent), (p.returncode, err.decode())
+    assert err.decode().strip() == line, err.decode()
 
 
 @pytest.mark.parametrize(
@@ -5354,3 +5364,62 @@ def test_the_statistics_take_generators_numpy_numbers_and_a_mapping_proxy():
         stats.paired_over_seeds(runs, iter(refs), resamples=19).gaps
         == [plain[1].bleu - plain[0].bleu] * 2
     )
+
+
+@pytest.mark.parametrize(
+    "env, phrase",
+    [  # each a traceback, a wrong message, or (RANK=5 of 2) a hang before
+        ({"RANK": "abc"}, "RANK='abc' is no whole number >= 0: torchrun sets it"),
+        ({"WORLD_SIZE": "abc"}, "WORLD_SIZE='abc' is no whole number >= 1"),
+        ({"WORLD_SIZE": "0"}, "WORLD_SIZE='0' is no whole number >= 1"),
+        ({"LOCAL_RANK": "-1"}, "LOCAL_RANK='-1' is no whole number >= 0"),
+        ({"RANK": "\u0663", "WORLD_SIZE": "4"}, "RANK='\u0663' is no whole number"),
+        (
+            {"RANK": "1"},
+            "RANK=1 with WORLD_SIZE=1: the ranks of 1 processes are 0 to 0",
+        ),
+        ({"RANK": "5", "WORLD_SIZE": "2"}, "RANK=5 with WORLD_SIZE=2"),
+        ({"RANK": "0", "WORLD_SIZE": "2"}, "WORLD_SIZE=2, but MASTER_ADDR is not set"),
+    ],
+)
+def test_torchruns_variables_set_by_hand_are_one_line_that_names_them(
+    env, phrase, tmp_path, monkeypatch, capsys
+):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    before = listing(tmp_path)
+    argv = ["train", "--config", config, "--no-progress"]
+    assert_one_line_error(*run_main(argv, None, capsys, monkeypatch), phrase)
+    assert listing(tmp_path) == before
+
+
+def test_a_run_waiting_for_a_torchrun_process_that_never_comes_says_so_and_hears_sigterm(
+    tmp_path,
+):
+    """RANK=0 of WORLD_SIZE=2 with no rank 1: torch's wait ran in C++, where no Python
+    handler runs, so SIGTERM and Ctrl-C did nothing and only SIGKILL ended it (the
+    twelfth trial). Now the wait is said after a few seconds, and SIGTERM ends it."""
+    import socket
+
+    with socket.socket() as s:  # a port no one listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = write_config(tmp_path / "c.toml", tiny_config(tmp_path))
+    env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"}
+    env |= {"MASTER_PORT": str(port), "LOCAL_RANK": "0", "OMP_NUM_THREADS": "1"}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "transformer", "train", "--config", config],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = p.stderr.readline()  # the wait, said: nothing is printed before it
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert first.startswith(f"waiting at 127.0.0.1:{port} for the other 1 processes")
+    assert p.returncode == 143 and err.startswith("terminated (SIGTERM)"), err
+    assert out == "" and not (tmp_path / "out").exists()

@@ -27,6 +27,7 @@ from ..errors import ConfigError, NonFiniteLossError
 from ..memory import out_of_memory_is_one_line
 from ..checks import check_switches
 from .distributed import DistInfo, all_reduce_sum, select_device
+from .distributed import join_process_group
 from ..loss import label_smoothed_loss
 from ..model import evaluating
 from .machine import keep_freed_memory
@@ -184,9 +185,7 @@ def train(config: TrainConfig, resume: bool = False) -> TrainResult:
         keep_freed_memory()
     created_group = False
     if info.world_size > 1 and not dist.is_initialized():
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        join_process_group(device, info)  # appendix 94: a wait that signals end
         created_group = True
     # a step's activations, which no estimate counted, may still run out: one line
     ran_out = out_of_memory_is_one_line("training", device, _LOWER, ConfigError)
