@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from transformer.attention import attention
 from transformer.masking import causal_mask
 
-from timing import timed  # bench/timing.py: python puts the script's folder on the path
+from timing import at_least, device_argument, timed  # bench/timing.py, beside it
 
 # (B, h, T, D_h)
 SHAPES = [(32, 8, 32, 64), (16, 8, 128, 64), (4, 8, 512, 64)]
@@ -26,10 +26,8 @@ SHAPES = [(32, 8, 32, 64), (16, 8, 128, 64), (4, 8, 512, 64)]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--device", default="cuda" if torch.cuda.is_available() else "cpu"
-    )
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--device", default="auto", type=device_argument)
+    parser.add_argument("--repeats", type=at_least(1), default=20)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = parser.parse_args()
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)

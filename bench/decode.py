@@ -36,7 +36,7 @@ from transformer.translation import translate
 from transformer.model import Transformer, TransformerConfig
 from transformer.cache import KVCache
 
-from timing import timed  # bench/timing.py: python puts the script's folder on the path
+from timing import at_least, device_argument, timed  # bench/timing.py, beside it
 
 SMALL = dict(
     d_model=256,
@@ -189,10 +189,8 @@ def beam_throughput(device: torch.device, model_path: str | None) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--device", default="cuda" if torch.cuda.is_available() else "cpu"
-    )
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="auto", type=device_argument)
+    parser.add_argument("--repeats", type=at_least(1), default=5)
     parser.add_argument(
         "--model",
         help="checkpoint for the throughput part (default: the shipped multi30k-de-en)",

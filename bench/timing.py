@@ -1,6 +1,10 @@
-"""What the benchmarks share: time one call, with the device synchronised before and after it."""
+"""What the benchmarks share: time one call, with the device synchronised before and after it, and
+the command-line arguments each of them takes, checked as the package's command line checks its own."""
 
+import argparse
 import time
+
+import torch
 
 
 def timed(fn, sync) -> float:
@@ -10,3 +14,31 @@ def timed(fn, sync) -> float:
     fn()
     sync()
     return time.perf_counter() - start
+
+
+def device_argument(text: str) -> torch.device:
+    """--device: a device this machine has and the package runs on (meta, which holds shapes but does no
+    arithmetic, timed nothing; cuda without a GPU was an AssertionError)."""
+    from transformer.memory import check_device
+
+    try:
+        return check_device(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def at_least(least: int):
+    """An argparse type: a whole number >= `least` (--repeats 0 was a StatisticsError)."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < least:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give a whole number >= {least}"
+            )
+        return value
+
+    return whole

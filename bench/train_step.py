@@ -36,6 +36,8 @@ from transformer.loss import label_smoothed_loss
 from transformer.engine.trainer import autocast
 from transformer.engine.machine import keep_freed_memory
 
+from timing import at_least, device_argument  # bench/timing.py, beside it
+
 # name: (D, h, N layers each side, D_ff, batch size B, source length S, target length T, vocabulary)
 SIZES = {
     "tiny": (64, 4, 2, 256, 32, 20, 20, 1000),
@@ -296,17 +298,15 @@ def padding_report(max_tokens: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--device", default="cuda" if torch.cuda.is_available() else "cpu"
-    )
+    parser.add_argument("--device", default="auto", type=device_argument)
     parser.add_argument("--sizes", nargs="+", default=None, choices=sorted(SIZES))
     parser.add_argument(
         "--steps",
-        type=int,
+        type=at_least(1),
         default=None,
         help="timed steps per model (default: 20 CPU, 50 GPU)",
     )
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--warmup", type=at_least(0), default=3)
     parser.add_argument(
         "--bf16", action="store_true", help="bf16 autocast (as training does on CUDA)"
     )
@@ -320,7 +320,9 @@ def main() -> None:
         help="torch.optim.Adam's implementation: its default (a loop over tensors on the CPU), "
         "foreach (one kernel per operation over all tensors) or fused (one kernel)",
     )
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument(
+        "--threads", type=at_least(1), default=None, help="torch CPU threads"
+    )
     parser.add_argument(
         "--dropout",
         default="torch",

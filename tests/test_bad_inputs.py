@@ -5423,3 +5423,54 @@ def test_a_run_waiting_for_a_torchrun_process_that_never_comes_says_so_and_hears
     assert first.startswith(f"waiting at 127.0.0.1:{port} for the other 1 processes")
     assert p.returncode == 143 and err.startswith("terminated (SIGTERM)"), err
     assert out == "" and not (tmp_path / "out").exists()
+
+
+def test_the_twelfth_trials_minor_faults_at_the_python_doors(tiny_run, tmp_path):
+    """Each a raw error, a message that misled, or a write into the current folder."""
+    from transformer.decoder_only import sample
+    from transformer.decoding import beam_search
+    from transformer.engine.evaluate import evaluate_pairs
+
+    ckpt = load_checkpoint(tiny_run)
+    src = torch.tensor([[5, 6, 7]])
+    pairs = [("Ein Hund.", "A dog.")]
+    cases = [
+        (  # AttributeError: 'Checkpoint' object has no attribute 'config'
+            lambda: beam_search(ckpt, src),
+            InputTypeError,
+            "model must be a Transformer, got Checkpoint: pass the checkpoint's .model",
+        ),
+        (  # AttributeError: 'list' object has no attribute 'device'
+            lambda: sample(ckpt.model, [[5, 6, 7]]),
+            InputError,
+            "src must be a (B, S) tensor of token ids (int64), got list",
+        ),
+        (lambda: sample(None, None), InputTypeError, "model must be a Transformer"),
+        (  # wrote val.hyp and val.json into the current folder
+            lambda: evaluate_pairs(ckpt, pairs, "val", out_dir=""),
+            InputError,
+            "out_dir='' is empty: give a name",
+        ),
+        (  # "... or a run's folder), got str": a run's folder was what it got
+            lambda: evaluate_pairs(str(tiny_run), pairs, "val"),
+            InputError,
+            f"got the path {str(tiny_run)!r:.60}: load it first",
+        ),
+    ]
+    for call, error, phrase in cases:
+        with pytest.raises(error) as info:
+            call()
+        assert phrase in str(info.value), str(info.value)
+    assert not list(Path.cwd().glob("val.*"))
+
+
+def test_a_model_rule_in_a_config_file_reads_as_a_sentence(tmp_path):
+    """It read "cfg.toml: model.a decoder-only model (num_encoder_layers = 0) ...": the
+    setting's prefix glued onto a rule's sentence."""
+    path = tmp_path / "c.toml"
+    path.write_text("[model]\nnum_encoder_layers = 0\nshare_embeddings = false\n")
+    with pytest.raises(ConfigError) as info:
+        TrainConfig.from_toml(path)
+    assert f"{path}: [model]: a decoder-only model (num_encoder_layers = 0)" in str(
+        info.value
+    ), str(info.value)

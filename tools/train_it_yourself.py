@@ -36,6 +36,7 @@ from transformer.engine.config import TrainConfig
 from transformer.files import atomic_write_text
 from transformer.engine.metrics import read_metrics
 from transformer.engine.machine import cpu_name
+from transformer.errors import TransformerError
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "train_it_yourself.json"
@@ -144,12 +145,17 @@ def main() -> None:
         help="the threads the training used (default: OMP_NUM_THREADS, else every core)",
     )
     args = parser.parse_args()
-    config = TrainConfig.from_toml(args.config)
-    timing = {} if args.run_dir else timed_training(args.config)
-    entry = {
-        **record(config, Path(args.run_dir or config.out_dir), args.threads),
-        **timing,
-    }
+    if args.threads < 1:  # 0 was recorded in the book's table
+        parser.error(f"--threads {args.threads}: a run uses one thread or more")
+    try:  # a config or a run folder that is not one: one line, as the package's commands
+        config = TrainConfig.from_toml(args.config)
+        timing = {} if args.run_dir else timed_training(args.config)
+        entry = {
+            **record(config, Path(args.run_dir or config.out_dir), args.threads),
+            **timing,
+        }
+    except TransformerError as e:
+        parser.error(str(e))
     results = json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else {}
     results[Path(args.config).stem] = entry
     atomic_write_text(OUT, json.dumps(results, indent=1, ensure_ascii=False) + "\n")

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from .errors import InputError
-from .search_checks import check_sampling
+from .search_checks import check_sampling, check_source
 from .decoding import MAX_LEN_A, MAX_LEN_B, Hypothesis, greedy_decode
 from .embedding import TokenEmbedding
 from .blocks import Parts
@@ -242,7 +242,8 @@ def sample(
     """Continue each source of src (B, S) by drawing every next token from
     `sampling_distribution`: chapter 11's greedy loop with another choice of token.
     Seed `generator` to draw the same tokens again."""
-    check_sampling(temperature, top_k, top_p, generator, src.device)  # the door
+    check_source(model, src)  # the doors: a model, a source it reads (chapter 11's)
+    check_sampling(temperature, top_k, top_p, generator, src.device)  # and settings
     # a Fraction or a NumPy number, as the tensors' arithmetic takes it
     temperature, top_p = float(temperature), float(top_p)
 

@@ -240,7 +240,12 @@ def output_folder(
 ) -> Path:
     """`expand_user(path)` for a folder to write into, refused (`error`, naming the setting `name`) where
     writing would surprise: a `~user` that names nobody (it would make a folder called `~user` here), or a
-    control character such as a newline (every line that names the folder would break)."""
+    control character such as a newline (every line that names the folder would break), or an empty name
+    (which would write into the current folder without a word)."""
+    if isinstance(path, str) and not path.strip():
+        raise error(
+            f'{name}={path!r} is empty: give a name ("." is the current folder)'
+        )
     out = expand_user(path)
     first = out.parts[0] if out.parts else ""
     if first.startswith("~"):

@@ -8,6 +8,7 @@ __all__ = ['MAX_ALPHA', 'CHARS_PER_TOKEN', 'check_model', 'check_source', 'check
 # transformer/search_checks.py: the rules of chapter 11's doors (greedy_decode, beam_search
 # and translate), and of chapter 18's sample
 import math
+import os
 import unicodedata
 import warnings
 from collections.abc import Callable
@@ -169,6 +170,7 @@ def check_decoding(beam_size: int, alpha: float, vocab_size: int) -> None:
 def check_beam(model, src: Tensor, beam_size: int, alpha: float, n_best: int) -> None:
     """What `beam_search` refuses: a beam or alpha out of range, an n_best that is not
     an integer from 1 to the beam, a source batch the model cannot read."""
+    check_model(model)  # first: a checkpoint has no .config to read
     check_decoding(beam_size, alpha, model.config.tgt_vocab_size)
     check_number("n_best", n_best)
     if not is_integer(n_best) or not 1 <= n_best <= beam_size:
@@ -214,10 +216,13 @@ def check_translator(checkpoint) -> None:
     if not all(
         hasattr(checkpoint, a) for a in ("model", "src_tokenizer", "tgt_tokenizer")
     ):
+        given = type(checkpoint).__name__
+        if isinstance(checkpoint, (str, os.PathLike)):  # a folder, not yet loaded
+            given = f"the path {os.fspath(checkpoint)!r:.60}: load it first"
         raise InputError(
-            "checkpoint must be a loaded model "
-            '(transformer.load_translator("multi30k-de-en") or a '
-            f"run's folder), got {type(checkpoint).__name__}"
+            "checkpoint must be a loaded model, what transformer.load_translator gives "
+            "(of a shipped model's name, such as \"multi30k-de-en\", or of a run's "
+            f"folder), got {given}"
         )
     check_model(checkpoint.model)  # a Transformer, on a device that holds weights
 

@@ -7,6 +7,7 @@ __all__ = ['NO_SPACES', 'ModelSettings', 'DataConfig', 'OptimConfig', 'parse_mod
 import dataclasses
 import json
 import os
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,8 +313,9 @@ class TrainConfig:
                 )
         try:  # the model's own rules (d_model divisible by num_heads, ...)
             self.largest_model()
-        except ConfigError as e:
-            raise ConfigError(f"model.{e}") from None
+        except ConfigError as e:  # "d_model=30 ..." or a sentence of a rule's own
+            where = "model." if re.match(r"\w+=", str(e)) else "[model]: "
+            raise ConfigError(f"{where}{e}") from None
 
     def model_config(
         self, src_vocab_size: int, tgt_vocab_size: int, pad_id: int = PAD_ID
