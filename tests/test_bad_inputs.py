@@ -3796,6 +3796,12 @@ def test_a_resume_with_nothing_left_to_train_says_so(
 # ---------------------------------------------------------------------------------------
 
 
+@functools.cache
+def shipped_de_en():
+    """The shipped German-English model, loaded once for the tests that only read it."""
+    return load_translator("multi30k-de-en")
+
+
 @pytest.mark.parametrize(
     "args, kwargs, error, words",
     [
@@ -3826,7 +3832,7 @@ def test_attention_maps_refuses_at_its_door_with_the_packages_errors(
     import transformer.errors as errors
     from transformer.visualize import attention_maps
 
-    ckpt = load_translator("multi30k-de-en") if args[0] == "de" else args[0]
+    ckpt = shipped_de_en() if args[0] == "de" else args[0]
     with pytest.raises(getattr(errors, error), match=re.escape(words)):
         attention_maps(ckpt, *args[1:], **kwargs)
 
@@ -3852,7 +3858,7 @@ def test_the_attention_explorer_refuses_at_its_door(sentences, dpi, error, words
     from transformer.engine.model_config import ModelConfig, build_model
     from transformer.explorer import attention_explorer
 
-    ckpt = load_translator("multi30k-de-en")
+    ckpt = shipped_de_en()
     if dpi == "decoder-only":
         size = ckpt.src_tokenizer.vocab_size
         one_stack = ModelConfig(size, size, 8, 2, 0, 1, 16, share_embeddings=True)
