@@ -18,7 +18,12 @@ import torch.nn.functional as F
 from transformer.attention import attention
 from transformer.masking import causal_mask
 
-from timing import at_least, device_argument, timed  # bench/timing.py, beside it
+from timing import (
+    at_least,
+    device_argument,
+    sync_for,
+    timed,
+)  # bench/timing.py, beside it
 
 # (B, h, T, D_h)
 SHAPES = [(32, 8, 32, 64), (16, 8, 128, 64), (4, 8, 512, 64)]
@@ -31,7 +36,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = parser.parse_args()
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync = sync_for(device)
     print(
         f"device {device}, dtype {args.dtype}, torch {torch.__version__}, threads {torch.get_num_threads()}"
     )

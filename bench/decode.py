@@ -36,7 +36,12 @@ from transformer.translation import translate
 from transformer.model import Transformer, TransformerConfig
 from transformer.cache import KVCache
 
-from timing import at_least, device_argument, timed  # bench/timing.py, beside it
+from timing import (
+    at_least,
+    device_argument,
+    sync_for,
+    timed,
+)  # bench/timing.py, beside it
 
 SMALL = dict(
     d_model=256,
@@ -201,7 +206,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     device = torch.device(args.device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync = sync_for(device)
     with torch.inference_mode():
         if args.only_growth:
             cache_growth(device, args.repeats, sync)

@@ -16,6 +16,16 @@ def timed(fn, sync) -> float:
     return time.perf_counter() - start
 
 
+def sync_for(device: torch.device):
+    """What waits for the work queued on `device`: a GPU's kernels run after the Python call that
+    launched them returns (CUDA's and Apple's MPS alike), the CPU's do not."""
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    if device.type == "mps":
+        return torch.mps.synchronize
+    return lambda: None
+
+
 def device_argument(text: str) -> torch.device:
     """--device: a device this machine has and the package runs on (meta, which holds shapes but does no
     arithmetic, timed nothing; cuda without a GPU was an AssertionError)."""

@@ -36,7 +36,7 @@ from transformer.loss import label_smoothed_loss
 from transformer.engine.trainer import autocast
 from transformer.engine.machine import keep_freed_memory
 
-from timing import at_least, device_argument  # bench/timing.py, beside it
+from timing import at_least, device_argument, sync_for  # bench/timing.py, beside it
 
 # name: (D, h, N layers each side, D_ff, batch size B, source length S, target length T, vocabulary)
 SIZES = {
@@ -178,8 +178,7 @@ def matmul_flops_per_s(
 
 
 def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    sync_for(device)()
 
 
 class Measured(NamedTuple):

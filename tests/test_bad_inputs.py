@@ -5281,7 +5281,7 @@ def stats_cases():
             "bleu_statistics of 3 translations and 2 references (a row dropped)",
             lambda: stats.bleu_statistics(["a", "b", "c"], ["a", "b"]),
             "InputError",
-            "3 translations and 2 references",
+            "translations: 3, references: 2",
         ),
         (
             "paired_bootstrap of unequal N",
@@ -5328,6 +5328,36 @@ def stats_cases():
             lambda: stats.compare({("a", "b"): three}, level=0),
             "InputError",
             "level=0",
+        ),
+        (
+            "compare(level=0.95), a coverage for a level (taken)",
+            lambda: stats.compare({("a", "b"): three}, level=0.95),
+            "InputError",
+            "a level lies in (0, 0.5] (did you mean 0.05?)",
+        ),
+        (
+            "PairedGap.interval(0.05), a level for a coverage (taken)",
+            lambda: stats.paired_bootstrap(stat, stat, resamples=9).interval(0.05),
+            "InputError",
+            "a coverage lies in [0.5, 1) (did you mean 0.95?)",
+        ),
+        (
+            "permutation_p of 1 and 199,999 values (200,000 splits, about an hour)",
+            lambda: stats.permutation_p([1.0], [0.0] * 199_999),
+            "InputError",
+            "splits to go through",
+        ),
+        (
+            "SeedPairs of one seed: interval (it said dof=0)",
+            lambda: dataclasses.replace(three, gaps=[1.0]).interval(),
+            "InputError",
+            "a standard deviation needs two",
+        ),
+        (
+            "paired_bootstrap of statistics on another device",
+            lambda: stats.paired_bootstrap(stat.to("meta"), stat.to("meta")),
+            "InputError",
+            "a is on meta: the test counts on the cpu, .cpu()",
         ),
         (
             "PairedGap.interval(2)",
@@ -5382,7 +5412,7 @@ def test_the_statistics_take_generators_numpy_numbers_and_a_mapping_proxy():
         ({"RANK": "\u0663", "WORLD_SIZE": "4"}, "RANK='\u0663' is no whole number"),
         (
             {"RANK": "1"},
-            "RANK=1 with WORLD_SIZE=1: the ranks of 1 processes are 0 to 0",
+            "RANK=1 with WORLD_SIZE=1: the ranks run from 0 to WORLD_SIZE - 1 = 0",
         ),
         ({"RANK": "5", "WORLD_SIZE": "2"}, "RANK=5 with WORLD_SIZE=2"),
         ({"RANK": "0", "WORLD_SIZE": "2"}, "WORLD_SIZE=2, but MASTER_ADDR is not set"),
@@ -5426,7 +5456,7 @@ def test_a_run_waiting_for_a_torchrun_process_that_never_comes_says_so_and_hears
     first = p.stderr.readline()  # the wait, said: nothing is printed before it
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=60)
-    assert first.startswith(f"waiting at 127.0.0.1:{port} for the other 1 processes")
+    assert first.startswith(f"waiting at 127.0.0.1:{port} for the other processes of")
     assert p.returncode == 143 and err.startswith("terminated (SIGTERM)"), err
     assert out == "" and not (tmp_path / "out").exists()
 

@@ -336,9 +336,9 @@ def test_the_explorer_offers_the_deeper_stacks_layers_and_says_where_the_other_h
     layer = box.children[1].children[1]
     encoder, decoder, cross = box.children[3].children[0].children
     assert layer.options == (0, 1)
-    assert isinstance(encoder.children[1], W.HTML) and "the encoder has 1 layers" in (
-        encoder.children[1].value
-    )
+    assert isinstance(
+        encoder.children[1], W.HTML
+    ) and "the encoder's layers are 0 to 0" in (encoder.children[1].value)
     assert all(
         isinstance(row, W.Stack) and len(row.children) == 2
         for stack in (decoder, cross)

@@ -155,7 +155,8 @@ def main() -> None:
             **timing,
         }
     except TransformerError as e:
-        parser.error(str(e))
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     results = json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else {}
     results[Path(args.config).stem] = entry
     atomic_write_text(OUT, json.dumps(results, indent=1, ensure_ascii=False) + "\n")

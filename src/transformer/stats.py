@@ -71,7 +71,7 @@ class PairedGap:
         """The gaps g this test, asked "is the true gap g?", does not reject at
         1 - level: gap ± the (k+1)-th largest spread, k the most draws that still give
         p < 1 - level. 0 lies outside exactly when p_value < 1 - level."""
-        check_level(level)
+        check_level(level, coverage=True)
         k = math.ceil(round((1 - level) * (len(self.spread) + 1), 9)) - 2
         if k < 0:  # even the smallest p-value, 1 / (R + 1), is not below 1 - level
             return -math.inf, math.inf
@@ -197,7 +197,9 @@ def holm_levels(p_values: Sequence[float], level: float = LEVEL) -> list[float]:
 # %% ../../notebooks/12_evaluation.ipynb #seeds-code
 def mean_sd(values: Sequence[float]) -> tuple[float, float]:
     """The mean and the sample standard deviation (n - 1) of two or more values."""
-    xs = check_numbers(values, "values", 2, "a standard deviation needs two or more")
+    xs = check_numbers(
+        values, "values", least=2, why="a standard deviation needs two or more"
+    )
     m = sum(xs) / len(xs)
     return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
 
@@ -242,9 +244,9 @@ def t_p_value(t: float, dof: int) -> float:
 
 def t_quantile(level: float, dof: int) -> float:
     """The t with P(|T| <= t) = level (level = 0.95: 4.303 for 2 degrees of freedom)."""
-    check_level(level)
+    check_level(level, coverage=True)
     check_dof(dof)
-    low, high = 0.0, 1e6
+    low, high = 0.0, 1e15
     for _ in range(200):  # bisection: t_p_value falls as t grows
         mid = (low + high) / 2
         low, high = (mid, high) if t_p_value(mid, dof) > 1 - level else (low, mid)
@@ -274,7 +276,8 @@ class SeedPairs:
 
     def interval(self, level: float = COVERAGE) -> tuple[float, float]:
         """The t interval of the mean gap over the seeds: mean ± t sd / sqrt(n)."""
-        half = t_quantile(level, len(self.gaps) - 1) * self._standard_error()
+        se = self._standard_error()  # first: one seed has no sd (and no dof)
+        half = t_quantile(level, len(self.gaps) - 1) * se
         return self.mean_gap - half, self.mean_gap + half
 
     @property

@@ -184,7 +184,7 @@ def _add_export_onnx_command(commands, model_help: str) -> None:
     p.add_argument(
         "--replace",
         action="store_true",
-        help="replace --out if it exists and holds files (all of them)",
+        help="replace an earlier export in --out (a folder of other files is refused)",
     )
     p.set_defaults(run=run_export_onnx)
 

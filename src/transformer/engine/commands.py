@@ -135,8 +135,10 @@ def evaluation_folder(model: str, checkpoint, split: str) -> Path:
     whose folders share a name would overwrite each other's."""
     given = Path(model).resolve()
     name = given.name or "model"
-    if given.parent.name == "checkpoints":
+    if given.parent.name == "checkpoints":  # a step folder: the run's name and its own
         name = f"{given.parent.parent.name}-{name}"
+    elif name == "checkpoints":  # a run's checkpoints/ folder: the run's name
+        name = given.parent.name or "model"
     out = Path("evaluation") / name
     earlier = out / f"{split}.json"
     if not (earlier.exists() or earlier.is_symlink()):
@@ -144,6 +146,8 @@ def evaluation_folder(model: str, checkpoint, split: str) -> Path:
     try:
         theirs = json.loads(earlier.read_text(encoding="utf-8"))["checkpoint"]
     except (OSError, ValueError, TypeError, KeyError):  # not one of our reports
+        theirs = None
+    if not isinstance(theirs, str):
         theirs = "no model: it is not an evaluation's report"
     if _model_root(theirs) != _model_root(checkpoint.path):
         raise CommandError(

@@ -6,8 +6,10 @@ __all__ = ['JOIN_NOTE_S', 'select_device', 'DistInfo', 'check_launch', 'join_pro
 
 # %% ../../../notebooks/94_distributed.ipynb #940f69e1
 import os
+import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 
 import torch
@@ -74,8 +76,8 @@ def check_launch(env) -> tuple[int, int, int]:
     rank, world, _ = values
     if rank >= world:
         raise ConfigError(
-            f"RANK={rank} with WORLD_SIZE={world}: the ranks of {world} processes are "
-            f"0 to {world - 1}; {_TORCHRUN}"
+            f"RANK={rank} with WORLD_SIZE={world}: the ranks run from 0 to WORLD_SIZE "
+            f"- 1 = {world - 1}; {_TORCHRUN}"
         )
     return rank, world, values[2]
 
@@ -84,7 +86,9 @@ def join_process_group(device: torch.device, info: "DistInfo") -> None:
     """Join the other processes of a torchrun job. torch waits for them in C++, where
     Python's signal handlers cannot run: the wait runs in a thread of its own, and
     this one stays free, so Ctrl-C and SIGTERM end a wait for a process that never
-    comes (a traceback-free line, 130 or 143); after a few seconds it says so."""
+    comes (a traceback-free line, 130 or 143); after a few seconds it says so. (The
+    command then ends; a notebook that goes on after such an interrupt should restart
+    its kernel before it trains again: the abandoned wait may still join later.)"""
     for name in ("MASTER_ADDR", "MASTER_PORT"):
         if not os.environ.get(name, "").strip():
             raise ConfigError(
@@ -95,7 +99,13 @@ def join_process_group(device: torch.device, info: "DistInfo") -> None:
     done, failed = threading.Event(), []
 
     def join() -> None:
+        # the signals are this thread's caller's to hear (and an interrupted socket
+        # wait in here would fail the join); the GPU is per thread
+        if hasattr(signal, "pthread_sigmask"):  # POSIX
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
+            if device.type == "cuda":
+                torch.cuda.set_device(device)
             dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         except BaseException as e:  # raised again below, in the caller's thread
             failed.append(e)
@@ -103,14 +113,14 @@ def join_process_group(device: torch.device, info: "DistInfo") -> None:
             done.set()
 
     threading.Thread(target=join, name="join-process-group", daemon=True).start()
-    waited = 0.0
+    start, said = time.monotonic(), False
     while not done.wait(0.25):  # a signal's handler runs between two waits
-        waited += 0.25
-        if waited == JOIN_NOTE_S:
+        if not said and time.monotonic() - start >= JOIN_NOTE_S:
+            said = True
             where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
             print(
-                f"waiting at {where} for the other {info.world_size - 1} processes "
-                "(torchrun starts them all; Ctrl-C ends this one)",
+                f"waiting at {where} for the other processes of WORLD_SIZE="
+                f"{info.world_size} (torchrun starts them all; Ctrl-C ends this one)",
                 file=sys.stderr,
                 flush=True,
             )

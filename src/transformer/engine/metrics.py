@@ -65,6 +65,7 @@ class MetricsLog:
         atomic_write_text(self.path, kept.getvalue())
         self._file = open(self.path, "a+", newline="")  # +: read back, if need be
         self._writer = csv.DictWriter(self._file, self.FIELDS)
+        self._watch = True  # `_keep_file`
         self._tb = None
         if tensorboard:
             try:
@@ -95,10 +96,14 @@ class MetricsLog:
         """Write metrics.csv again from the run's open copy when the file at its path is
         gone or is another one (deleted or replaced during the run): the rows would go
         to a file no one can read."""
+        if not self._watch:
+            return
         try:
             same = os.path.samestat(os.stat(self.path), os.fstat(self._file.fileno()))
         except FileNotFoundError:
             same = False
+        except OSError:  # cannot tell (a permission): the rows go on being written
+            return
         if not same:
             self._file.seek(0)
             atomic_write_text(self.path, self._file.read())
@@ -106,10 +111,19 @@ class MetricsLog:
             self._file = open(self.path, "a+", newline="")
             self._writer = csv.DictWriter(self._file, self.FIELDS)
             print(
-                f"warning: {self.path} was deleted or replaced during the run: "
-                "written again from the run's own copy",
+                f"warning: {self.path} was deleted or replaced during the run (an "
+                "editor that saved it, too): written again from the run's own copy",
                 file=sys.stderr,
             )
+            # a file system whose two answers never agree would have it written again
+            # at every row: once is enough there
+            self._watch = self._same_file()
+
+    def _same_file(self) -> bool:
+        try:
+            return os.path.samestat(os.stat(self.path), os.fstat(self._file.fileno()))
+        except OSError:
+            return False
 
     def close(self) -> None:
         self._file.close()
