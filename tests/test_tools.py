@@ -4,6 +4,7 @@ formula's size; onnx_decoding_speed's ratios carry their interval and test."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -79,7 +80,12 @@ def test_ship_model_refuses_an_existing_folder_and_replaces_it_whole_when_asked(
     tool = load_tool("ship_model")
     out = tmp_path / "shipped"
     out.mkdir()
-    for stale in ("src_tokenizer.model", "tgt_tokenizer.model", "README.md"):
+    for stale in (
+        "src_tokenizer.model",
+        "tgt_tokenizer.model",
+        "README.md",
+        "model.safetensors",
+    ):
         (out / stale).write_text("from an older model")
     before = listing(tmp_path)
     args = ship_args(tiny_run, out)
@@ -154,6 +160,89 @@ def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_b
         "alpha": 0.6,
     }
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shipped"]
+
+
+@pytest.mark.parametrize(
+    "target, words",
+    [  # each was replaced without a word (the thirteenth trial): a file, the run itself
+        ("a file", "is a file, not a folder"),
+        ("the run", "is the run it reads"),
+        ("a step of the run", "lies in it or holds it"),
+        ("the folder above the run", "lies in it or holds it"),
+        ("a folder of the user's", "holds none (no model.safetensors"),
+        ("the current folder", "is the current folder or holds it"),
+    ],
+)
+def test_ship_model_replaces_only_a_model_shipped_before(
+    target, words, tiny_run, tmp_path, capsys, monkeypatch
+):
+    tool = load_tool("ship_model")
+    run = tmp_path / "runs" / "run"
+    shutil.copytree(tiny_run, run)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    (tmp_path / "config.toml").write_text("mine")
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    out = {
+        "a file": tmp_path / "config.toml",
+        "the run": run,
+        "a step of the run": latest(run),
+        "the folder above the run": tmp_path / "runs",
+        "a folder of the user's": mine,
+        "the current folder": Path("."),
+    }[target]
+    before = listing(tmp_path)
+    assert tool.main(ship_args(run, out) + ["--replace"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and words in err, err
+    assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--beam", "0"], "'0': give a whole number >= 1"),
+        (["--alpha", "inf"], "'inf': give a length penalty from 0 to 10"),
+    ],
+)
+def test_ship_model_checks_its_decoding_options_before_it_works(
+    argv, words, tiny_run, tmp_path, capsys
+):
+    """They were found in the temporary folder, by a message naming it and advice that
+    could not be followed."""
+    tool = load_tool("ship_model")
+    with pytest.raises(SystemExit) as info:
+        tool.main(ship_args(tiny_run, tmp_path / "out") + argv)
+    assert info.value.code == 2 and words in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_ship_model_measures_again_what_was_measured_on_fewer_sentences_or_other_weights(
+    tiny_run, tmp_path, capsys
+):
+    """--limit 2 then --limit 3 reused the first scores ("measured before"), as a step
+    rewritten with other weights did; a selection.json that is not one was a
+    traceback."""
+    tool = load_tool("ship_model")
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    (run / "selection.json").write_text('{"rows": 5}')
+    measure = ["measure", "--run", str(run), "--last", "1", "--limit"]
+    assert tool.main(measure + ["2"]) == 0
+    first = capsys.readouterr()
+    assert "is not an earlier measurement" in first.err
+    assert "measured before" not in first.out
+    assert tool.main(measure + ["2"]) == 0
+    assert capsys.readouterr().out.count("measured before") == 10
+    assert tool.main(measure + ["3"]) == 0
+    assert "measured before" not in capsys.readouterr().out
+    # a step's weights are named by their digests: other weights, another measurement
+    sums = latest(run) / "SHA256SUMS"
+    same = tool.weights_id([latest(run)])
+    sums.write_text(sums.read_text().replace("0", "1", 1))
+    assert tool.weights_id([latest(run)]) != same
 
 
 def test_modern_block_runs_shipped_budget_trains_the_fast_recipe_with_either_block(

@@ -7,14 +7,17 @@
 `measure` scores, on the run's validation split and never on a test split: every kept checkpoint
 alone (greedy, the quickest signal), the average of the last n checkpoints for n = 2, 4, 6, ...,
 and, for the best of those, beam sizes and length penalties. It prints one table and writes it as
-JSON to <run>/selection.json. `ship` averages the named checkpoints (one name: no averaging) and
+JSON to <run>/selection.json (a later `measure` reuses a row only for the same weights, beam, alpha and --limit).
+`ship` averages the named checkpoints (one name: no averaging) and
 writes a directory that `transformer.load_checkpoint` and `transformer translate --model` read:
 weights as float16 safetensors (loaded back to float32), the model and training configs, the
 tokenizer model(s), the run's metrics.csv and selection.json, and decoding.json (the beam size and
 length penalty that `translate` uses by default). The model card (README.md) is written by hand from
 the measured numbers.
 
-`ship` refuses a `--to` folder that exists, unless `--replace`: then the new model is written into a fresh
+`ship` refuses a `--to` folder that exists, unless `--replace` and it holds a model shipped before (weights, no
+run's checkpoints/); never a file, the run it reads or a folder around it, or the current folder. With `--replace`
+the new model is written into a fresh
 folder beside it, loaded back from there, and only then swapped in for the old folder (`atomic_folder`), so no
 file of the old model (a stale tokenizer, an old model card) survives and a failed ship changes nothing.
 `--keep NAME ...` carries named files or folders of the old folder into the new one: the hand-written
@@ -24,7 +27,10 @@ Bad input ends in one `error:` line and exit status 2.
 """
 
 import argparse
+import hashlib
 import json
+import math
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -38,6 +44,35 @@ from transformer.engine.loading import Checkpoint, load_checkpoint
 from transformer.engine.model_files import save_model_files
 from transformer.engine.digests import write_digests
 from transformer.engine.evaluate import evaluate_checkpoint
+
+
+def run_folder(text: str) -> Path:
+    """--run: a training run's out_dir (the folder holding checkpoints/)."""
+    run = Path(text)
+    if not (run / "checkpoints").is_dir():
+        hint = (
+            ": that is one of its checkpoints; give the run's folder, two levels up"
+            if run.parent.name == "checkpoints"
+            else ": give the out_dir of a training run"
+        )
+        raise InputError(
+            f"--run {text} is not a run's folder (it holds no checkpoints/){hint}"
+        )
+    return run
+
+
+def weights_id(paths: list[Path]) -> str:
+    """What identifies the weights of `paths` (their SHA256SUMS, which name each file's digest): a
+    measurement made on other weights (a step rewritten by a resumed run) is not reused."""
+    digest = hashlib.sha256()
+    for p in paths:
+        sums = p / "SHA256SUMS"
+        digest.update(
+            sums.read_bytes()
+            if sums.is_file()
+            else (p / "model.safetensors").read_bytes()
+        )
+    return digest.hexdigest()[:16]
 
 
 def checkpoints_of(run: Path) -> list[Path]:
@@ -64,42 +99,48 @@ def bleu(
     return scores["BLEU"], report["seconds"]
 
 
+def key(row: dict) -> tuple:
+    """A measurement's identity: what was scored (and on which weights), how, on how many sentences."""
+    return (row["what"], row["weights"], row["beam"], row["alpha"], row["limit"])
+
+
+def measured_before(saved: Path) -> dict:
+    """The rows of an earlier `measure` (selection.json), by `key`; a file that cannot be read as one,
+    or rows of an older layout, are measured again."""
+    if not saved.is_file():
+        return {}
+    try:
+        rows = json.loads(saved.read_text(encoding="utf-8"))["rows"]
+        return {key(r): r for r in rows}
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        print(
+            f"warning: {saved} is not an earlier measurement ({e!r:.60}): measuring again",
+            file=sys.stderr,
+        )
+        return {}
+
+
 def measure(args) -> None:
-    run = Path(args.run)
+    run = run_folder(args.run)
     split = load_checkpoint(run).train_config.data.valid_split
     ckpts = checkpoints_of(run)[-args.last :]
     rows = []
-    saved = (
-        run / "selection.json"
-    )  # measured earlier: a row is measured once (checkpoints never change)
-    before = (
-        {
-            (r["what"], r["beam"], r["alpha"]): r
-            for r in json.loads(saved.read_text())["rows"]
-        }
-        if saved.is_file()
-        else {}
-    )
+    saved = run / "selection.json"  # measured earlier: a row is measured once
+    before = measured_before(saved)
 
-    def record(what: str, ckpt, beam: int, alpha: float) -> float:
-        if (what, beam, alpha) in before:
-            rows.append(before[(what, beam, alpha)])
+    def record(what: str, paths: list[Path], ckpt, beam: int, alpha: float) -> float:
+        row = {"what": what, "weights": weights_id(paths), "beam": beam, "alpha": alpha}
+        row["limit"] = args.limit
+        if key(row) in before:
+            rows.append(before[key(row)])
             print(
                 f"{what:<44} beam {beam} alpha {alpha:<4} {split} BLEU {rows[-1]['bleu']:6.2f}  (measured before)"
             )
             return rows[-1]["bleu"]
         ckpt = ckpt()
         score, seconds = bleu(ckpt, split, beam, alpha, args.limit)
-        rows.append(
-            {
-                "what": what,
-                "beam": beam,
-                "alpha": alpha,
-                "bleu": round(score, 2),
-                "seconds": seconds,
-            }
-        )
-        before[(what, beam, alpha)] = rows[-1]
+        rows.append(row | {"bleu": round(score, 2), "seconds": seconds})
+        before[key(row)] = rows[-1]
         saved.write_text(
             json.dumps({"split": split, "rows": list(before.values())}, indent=1) + "\n"
         )
@@ -110,11 +151,12 @@ def measure(args) -> None:
         return score
 
     for p in ckpts:
-        record(f"single {p.name}", lambda: load_checkpoint(p), 1, 0.0)
+        record(f"single {p.name}", [p], lambda: load_checkpoint(p), 1, 0.0)
     best_n, best = 1, rows[-1]["bleu"]  # the newest checkpoint alone
     for n in range(2, len(ckpts) + 1, 2):
         score = record(
             f"average of last {n} ({ckpts[-n].name}..{ckpts[-1].name})",
+            ckpts[-n:],
             lambda: averaged(ckpts[-n:]),
             1,
             0.0,
@@ -135,6 +177,7 @@ def measure(args) -> None:
     ]:
         record(
             f"average of last {best_n} ({ckpts[-best_n].name}..{ckpts[-1].name})",
+            ckpts[-best_n:],
             lambda: chosen,
             beam,
             alpha,
@@ -146,14 +189,12 @@ def measure(args) -> None:
 
 
 def ship(args) -> None:
-    run, out = Path(args.run), Path(args.to)
-    if out.exists() and not args.replace:
-        raise InputError(
-            f"{out} exists: ship into a new folder, or pass --replace to replace it whole (no file "
-            "of it is kept unless --keep names it, its model card README.md included)"
-        )
+    run, out = run_folder(args.run), Path(args.to)
+    _check_target(out, run, args.replace)
     keep = _kept(out, args.keep or [], args.replace)
-    paths = [run / "checkpoints" / name for name in args.checkpoints]
+    paths = [_checkpoint(run, name) for name in args.checkpoints]
+    if not (run / "metrics.csv").is_file():  # copied beside the weights: found first
+        raise InputError(f"{run} holds no metrics.csv: give a training run's out_dir")
     ckpt = averaged(paths) if len(paths) > 1 else load_checkpoint(paths[0])
     with atomic_folder(
         out, replace=True
@@ -191,6 +232,51 @@ WRITTEN = (
     "decoding.json",
     "SHA256SUMS",
 )
+
+
+def _check_target(out: Path, run: Path, replace: bool) -> None:
+    """--to: a new folder, or with --replace a model shipped before; never a file, the run it reads
+    or a folder around it, or the current folder (each was replaced without a word)."""
+    if not str(out).strip() or out.resolve() in (
+        Path.cwd().resolve(),
+        *Path.cwd().resolve().parents,
+    ):
+        raise InputError(
+            f"--to {str(out)!r} is the current folder or holds it: ship into a folder of its own"
+        )
+    target, source = out.resolve(), run.resolve()
+    if target == source or source in target.parents or target in source.parents:
+        raise InputError(
+            f"--to {out} is the run it reads ({run}), lies in it or holds it: ship into a folder of its own"
+        )
+    if not (out.exists() or out.is_symlink()):
+        return
+    if not out.is_dir():
+        raise InputError(f"--to {out} is a file, not a folder: ship into a folder")
+    if not replace:
+        raise InputError(
+            f"{out} exists: ship into a new folder, or pass --replace to replace it whole (no file "
+            "of it is kept unless --keep names it, its model card README.md included)"
+        )
+    if not (out / "model.safetensors").is_file() or (out / "checkpoints").exists():
+        raise InputError(
+            f"--replace replaces a model shipped before, and {out} holds none (no model.safetensors, "
+            "or a run's checkpoints/): ship into a new folder"
+        )
+
+
+def _checkpoint(run: Path, name: str) -> Path:
+    """One of --checkpoints: a step-* folder of the run's checkpoints/ that holds weights."""
+    path = run / "checkpoints" / name
+    if (
+        not re.fullmatch(r"step-\d+", name)
+        or not (path / "model.safetensors").is_file()
+    ):
+        have = ", ".join(p.name for p in checkpoints_of(run)[-4:]) or "none"
+        raise InputError(
+            f"--checkpoints {name!r} is no checkpoint of {run} (the newest: {have})"
+        )
+    return path
 
 
 def _kept(out: Path, names: list[str], replace: bool) -> list[str]:
@@ -240,6 +326,32 @@ def _write_model(
     )
 
 
+def at_least(least: int):
+    """An argparse type: a whole number >= `least` (--last 0 measured every checkpoint)."""
+
+    def whole(text: str) -> int:
+        if not re.fullmatch(r"-?\d+", text.strip()) or int(text) < least:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give a whole number >= {least}"
+            )
+        return int(text)
+
+    return whole
+
+
+def length_penalty(text: str) -> float:
+    """--alpha: a finite length penalty from 0 to 10, as `transformer translate --alpha` takes."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= 10):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a length penalty from 0 to 10"
+        )
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -247,13 +359,13 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--run", required=True)
     m.add_argument(
         "--last",
-        type=int,
+        type=at_least(1),
         default=8,
         help="how many of the newest checkpoints to consider",
     )
     m.add_argument(
         "--limit",
-        type=int,
+        type=at_least(0),
         default=0,
         help="score only the first N validation sentences",
     )
@@ -269,20 +381,20 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--to", required=True)
     s.add_argument(
         "--beam",
-        type=int,
+        type=at_least(1),
         default=4,
         help="the recommended beam size (written to decoding.json)",
     )
     s.add_argument(
         "--alpha",
-        type=float,
+        type=length_penalty,
         default=0.6,
         help="the recommended length penalty (decoding.json)",
     )
     s.add_argument(
         "--replace",
         action="store_true",
-        help="replace the --to folder if it exists (all of it but --keep)",
+        help="replace the model shipped before in --to (all of it but --keep)",
     )
     s.add_argument(
         "--keep",
@@ -301,6 +413,14 @@ def main(argv: list[str] | None = None) -> int:
     except TransformerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except (
+        OSError
+    ) as e:  # a read-only folder, a name too long: the paths are the user's
+        print(f"error: {e.filename}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     return 0
 
 
