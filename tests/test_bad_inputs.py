@@ -4546,6 +4546,44 @@ def chapter_door_cases():
             InputError,
             "no checkpoints to average",
         ),
+        (  # the thirteenth trial: each a raw error or a wrong mean before
+            "average_weights of a dict (KeyError: 0)",
+            lambda: average_weights({"w": torch.ones(2)}),
+            InputTypeError,
+            "state_dicts is a dict",
+        ),
+        (
+            "average_weights([None]) (TypeError)",
+            lambda: average_weights([None]),
+            InputTypeError,
+            "state_dicts[0] must be a model's state_dict()",
+        ),
+        (
+            "average_weights of a tensor (IndexError)",
+            lambda: average_weights([torch.ones(2)]),
+            InputTypeError,
+            "state_dicts[0] must be a model's state_dict()",
+        ),
+        (
+            "average_weights of floats (AttributeError)",
+            lambda: average_weights([{"w": 1.0}]),
+            InputTypeError,
+            "names to tensors), got dict",
+        ),
+        (
+            "average_weights of integer tensors (the mean of 1 and 2 was 1)",
+            lambda: average_weights(
+                [{"w": torch.tensor([1])}, {"w": torch.tensor([2])}]
+            ),
+            InputError,
+            "state_dicts[0]['w'] is torch.int64: only floating-point weights",
+        ),
+        (
+            "average_weights of complex tensors (the imaginary part dropped)",
+            lambda: average_weights([{"w": torch.ones(1, dtype=torch.complex64)}]),
+            InputError,
+            "is torch.complex64",
+        ),
         ("collate([])", lambda: collate([], 0), InputError, "empty batch"),
         (
             "max_tokens=0",
@@ -5378,6 +5416,17 @@ def test_the_statistics_refuse_at_their_doors_with_the_packages_errors(case):
     assert phrase in str(info.value) and "\n" not in str(info.value), str(info.value)
 
 
+def test_average_weights_takes_a_generator_and_names_in_another_order():
+    """A generator was 'not subscriptable'; the same names in another order were
+    refused as 'different tensors'."""
+    from transformer.averaging import average_weights
+
+    a = {"x": torch.tensor([1.0]), "y": torch.tensor([2.0])}
+    b = {"y": torch.tensor([4.0]), "x": torch.tensor([3.0])}
+    mean = average_weights(sd for sd in (a, b))
+    assert mean == {"x": torch.tensor([2.0]), "y": torch.tensor([3.0])}
+
+
 def test_the_statistics_take_generators_numpy_numbers_and_a_mapping_proxy():
     """What the doors take: the same results as from lists."""
     import types
@@ -5510,3 +5559,44 @@ def test_a_model_rule_in_a_config_file_reads_as_a_sentence(tmp_path):
     assert f"{path}: [model]: a decoder-only model (num_encoder_layers = 0)" in str(
         info.value
     ), str(info.value)
+
+
+def test_sentencepieces_advice_names_this_packages_settings(
+    tmp_path, monkeypatch, capsys
+):
+    """It named "--character_coverage option", a flag of sentencepiece's own command
+    line: train_tokenizer has an argument of that name, a run's config has not."""
+    from transformer.tokenizer import train_tokenizer
+
+    with pytest.raises(InputError) as info:
+        train_tokenizer(["abcdefghijklmnop qrstuvwxyz"] * 50, tmp_path / "t", 8)
+    assert "decrease character_coverage (an argument here)" in str(info.value)
+    config = write_config(
+        tmp_path / "c.toml", tiny_config(tmp_path, data__vocab_size=5)
+    )
+    argv = ["train", "--config", config, "--no-progress"]
+    status, out, err = run_main(argv, None, capsys, monkeypatch)
+    assert status == 2 and "raise data.vocab_size" in err, err
+    assert "character_coverage" not in err, err
+
+
+def test_a_missing_data_file_of_a_relative_name_says_where_it_was_looked_for(
+    tmp_path, monkeypatch, capsys
+):
+    """`cd elsewhere; transformer train --config ../proj/c.toml` said only that
+    corp/train.de does not exist: a relative name is read from the current folder."""
+    files = ["corp/train.de", "corp/train.en"]
+    data = tiny_config(
+        tmp_path,
+        data__corpus="parallel",
+        data__train_files=files,
+        data__valid_files=files,
+    )
+    config = write_config(tmp_path / "c.toml", data)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    argv = ["train", "--config", config, "--no-progress"]
+    assert_one_line_error(
+        *run_main(argv, None, capsys, monkeypatch),
+        f"a relative name is read from the current folder, from {tmp_path / 'elsewhere'}",
+    )

@@ -7,25 +7,16 @@ __all__ = ['average_weights']
 from collections.abc import Sequence
 
 from torch import Tensor
-from .errors import InputError
+
+from .checks import check_state_dicts
 
 
 def average_weights(state_dicts: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
     """The element-wise mean of the state dicts of n checkpoints of one model, summed in
     float64."""
-    if not state_dicts:
-        raise InputError("no checkpoints to average: give at least one state dict")
-    names = list(state_dicts[0])
-    for other in state_dicts[1:]:
-        if list(other) != names or any(
-            other[k].shape != state_dicts[0][k].shape for k in names
-        ):
-            raise InputError(
-                "the checkpoints hold different tensors: "
-                "average checkpoints of one run only"
-            )
+    state_dicts = check_state_dicts(state_dicts)  # the door, folded above: checks.py
     n = len(state_dicts)
     return {
         k: (sum(sd[k].double() for sd in state_dicts) / n).to(state_dicts[0][k].dtype)
-        for k in names
+        for k in state_dicts[0]
     }

@@ -296,6 +296,10 @@ def _sentencepiece_model(
         )
     except RuntimeError as err:
         reason = str(err).split("] ")[-1].strip() or str(err)
+        # its advice names its own command line's flag: this function's argument instead
+        reason = reason.replace(
+            "with --character_coverage option", "(an argument here)"
+        )
         raise InputError(
             f"sentencepiece could not train a {model_type} model with "
             f"vocab_size={vocab_size} on {len(texts)} sentences: {reason}"

@@ -367,9 +367,11 @@ def split_pairs_for(
     files = [expand_user(f) for f in files]  # ~/corpus/train.de, as the loaders take
     for f in files:
         if not Path(f).exists():
+            here = "" if Path(f).is_absolute() else f", from {Path.cwd()}"
             raise CorpusNotFoundError(
-                f"data file {f} does not exist "
-                "(the config names it in data.train_files or data.valid_files)"
+                f"data file {f} does not exist (the config names it in "
+                "data.train_files or data.valid_files; a relative name is read "
+                f"from the current folder{here})"
             )
         check_regular_file(f, error=CorpusFormatError)
     return (

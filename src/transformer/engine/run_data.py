@@ -119,8 +119,10 @@ def _train_run_tokenizer(
             if "cannot be written" in str(e) or "is a folder" in str(e)
             else f"lower {setting} or train on more pairs"
         )
+        # sentencepiece's own advice names train_tokenizer's arguments: the config's here
+        reason = str(e).split(" Increase vocab_size or decrease")[0]
         raise ConfigError(
-            f"the run's {stem.replace('_', ' ')} cannot be trained: {e}; {todo}"
+            f"the run's {stem.replace('_', ' ')} cannot be trained: {reason}; {todo}"
         ) from None
     if Path(tok.model_path).resolve() != (tok_dir / f"{stem}.model").resolve():
         tok.save(tok_dir / f"{stem}.model")
