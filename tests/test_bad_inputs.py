@@ -5481,12 +5481,10 @@ def test_torchruns_variables_set_by_hand_are_one_line_that_names_them(
     assert listing(tmp_path) == before
 
 
-def test_a_run_waiting_for_a_torchrun_process_that_never_comes_says_so_and_hears_sigterm(
-    tmp_path,
-):
+def test_a_run_waiting_for_a_torchrun_process_that_never_comes_hears_sigterm(tmp_path):
     """RANK=0 of WORLD_SIZE=2 with no rank 1: torch's wait ran in C++, where no Python
     handler runs, so SIGTERM and Ctrl-C did nothing and only SIGKILL ended it (the
-    twelfth trial). Now the wait is said after a few seconds, and SIGTERM ends it."""
+    twelfth trial). SIGTERM is sent once rank 0 listens for the others."""
     import socket
 
     with socket.socket() as s:  # a port no one listens on
@@ -5502,12 +5500,52 @@ def test_a_run_waiting_for_a_torchrun_process_that_never_comes_says_so_and_hears
         stderr=subprocess.PIPE,
         text=True,
     )
-    first = p.stderr.readline()  # the wait, said: nothing is printed before it
+
+    def listens() -> bool:  # /proc/net/tcp(6): a socket on the port in state LISTEN
+        rows = (
+            line.split()
+            for t in ("tcp", "tcp6")
+            if Path(f"/proc/net/{t}").is_file()
+            for line in Path(f"/proc/net/{t}").read_text().splitlines()[1:]
+        )
+        return any(r[1].endswith(f":{port:04X}") and r[3] == "0A" for r in rows)
+
+    end = time.monotonic() + 60
+    while p.poll() is None and time.monotonic() < end and not listens():
+        time.sleep(0.05)
+    time.sleep(0.3)  # inside the wait
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=60)
-    assert first.startswith(f"waiting at 127.0.0.1:{port} for the other processes of")
-    assert p.returncode == 143 and err.startswith("terminated (SIGTERM)"), err
+    assert p.returncode == 143 and "terminated (SIGTERM)" in err, err
     assert out == "" and not (tmp_path / "out").exists()
+
+
+def test_the_wait_for_torchruns_other_processes_is_said_and_their_errors_raised(
+    monkeypatch, capsys
+):
+    """After JOIN_NOTE_S seconds the wait says what it waits for; what the join raises
+    in its thread is raised in the caller's."""
+    import threading
+
+    import transformer.engine.distributed as distributed
+
+    for name, value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(distributed, "JOIN_NOTE_S", 0.3)
+    slow = threading.Event()
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda b: slow.wait(1))
+    info = distributed.DistInfo(0, 2, 0)
+    distributed.join_process_group(torch.device("cpu"), info)
+    assert capsys.readouterr().err.startswith(
+        "waiting at 127.0.0.1:29500 for the other processes of WORLD_SIZE=2"
+    )
+
+    def refused(backend):
+        raise RuntimeError("the store refused")
+
+    monkeypatch.setattr(distributed.dist, "init_process_group", refused)
+    with pytest.raises(RuntimeError, match="the store refused"):
+        distributed.join_process_group(torch.device("cpu"), info)
 
 
 def test_the_twelfth_trials_minor_faults_at_the_python_doors(tiny_run, tmp_path):
