@@ -245,6 +245,36 @@ def test_ship_model_measures_again_what_was_measured_on_fewer_sentences_or_other
     assert tool.weights_id([latest(run)]) != same
 
 
+def test_tools_never_overwrite_a_file_or_delete_a_folder_of_the_users(
+    tmp_path, monkeypatch
+):
+    """The fourteenth trial: glossary_finetune.py --out overwrote any file (a system
+    file once), training_chapter_run.py would have, gpu_wheels.py --out deleted any
+    folder. A result is written only over an earlier result, wheels only over wheels."""
+    from transformer.errors import InputError
+    from transformer.files import result_file
+
+    mine = tmp_path / "mine.txt"
+    mine.write_text("mine")
+    with pytest.raises(InputError, match="is no earlier result"):
+        result_file(mine)
+    with pytest.raises(InputError, match="is not a file"):
+        result_file(tmp_path)
+    earlier = tmp_path / "r.json"
+    earlier.write_text('{"what": "an earlier result"}')
+    assert result_file(earlier) == earlier
+    assert result_file(tmp_path / "new.json") == tmp_path / "new.json"
+    folder = tmp_path / "v"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "thesis.txt").write_text("mine")
+    monkeypatch.setattr(sys, "argv", ["gpu_wheels.py", "--out", str(folder)])
+    with pytest.raises(SystemExit) as info:
+        load_tool("gpu_wheels").main()
+    assert (
+        info.value.code == 2 and (folder / "sub" / "thesis.txt").read_text() == "mine"
+    )
+
+
 def test_modern_block_runs_shipped_budget_trains_the_fast_recipe_with_either_block(
     tmp_path,
 ):

@@ -28,7 +28,8 @@ from transformer.data import collate
 from transformer.engine.shipped import load_translator
 from transformer.translation import translate
 from transformer.evaluation import corpus_bleu, group_references
-from transformer.files import atomic_write_text
+from transformer.errors import InputError
+from transformer.files import atomic_write_text, result_file
 from transformer.engine.trainer import train_step
 
 # Terms and short sentences in the register of Tatoeba (complete, punctuated sentences) and as titles.
@@ -117,9 +118,22 @@ def in_short(measured: dict) -> dict:
     return {**{k: v for k, v in measured.items() if k != "held_out"}, "test": test}
 
 
+def at_least(least: int):
+    """An argparse type: a whole number >= `least` (--steps -1 rewrote the result)."""
+
+    def whole(text: str) -> int:
+        if not text.strip().lstrip("-").isdigit() or int(text) < least:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give a whole number >= {least}"
+            )
+        return int(text)
+
+    return whole
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=at_least(1), default=300)
     parser.add_argument("--glossary-per-batch", type=int, default=8)
     parser.add_argument("--replay-per-batch", type=int, default=24)
     parser.add_argument("--lr", type=float, default=1e-4)
@@ -128,6 +142,10 @@ def main() -> None:
         "--out", default="models/tatoeba-en-zh/experiments/glossary.json"
     )
     args = parser.parse_args()
+    try:  # before the work: a file of the user's is never overwritten
+        args.out = result_file(args.out)
+    except InputError as e:
+        parser.error(str(e))
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     torch.set_num_threads(1)

@@ -116,7 +116,21 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / ".whl")
     args = parser.parse_args()
     versions = {name: importlib.metadata.version(name) for name in WHEELS}
-    if args.out.exists():
+    if args.out.exists() or args.out.is_symlink():
+        # only an earlier wheel folder is replaced: --out . or a folder of the user's
+        # was deleted whole
+        if args.out.is_symlink() or not args.out.is_dir():
+            parser.error(
+                f"--out {args.out} is not a folder: name a folder for the wheels"
+            )
+        others = [
+            p.name for p in args.out.iterdir() if p.suffix != ".whl" or not p.is_file()
+        ]
+        if others:
+            parser.error(
+                f"--out {args.out} holds more than wheels ({', '.join(sorted(others)[:3])}): "
+                "name a new folder, or an earlier wheel folder"
+            )
         shutil.rmtree(args.out)
     args.out.mkdir(parents=True)
     specs = [f"{name}=={version}" for name, version in versions.items()]

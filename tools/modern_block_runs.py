@@ -314,7 +314,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--parallel",
-        type=int,
+        type=lambda t: (
+            int(t)
+            if t.isdigit() and int(t) >= 1
+            else parser.error(
+                f"--parallel {t}: give the number of runs side by side, 1 or more"
+            )
+        ),
         default=2,
         help="runs side by side, one thread each (default 2)",
     )

@@ -22,7 +22,8 @@ import torch
 from transformer.engine.corpora import load_multi30k
 from transformer.masking import causal_mask, padding_mask
 from transformer.model import Transformer
-from transformer.files import atomic_write_bytes
+from transformer.errors import InputError
+from transformer.files import atomic_write_bytes, result_file
 from transformer.tokenizer import BOS_ID, EOS_ID
 from transformer.engine.loading import load_checkpoint
 from transformer.engine.config import DataConfig, OptimConfig, TrainConfig
@@ -110,6 +111,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
+    try:  # before the training: a file of the user's is never overwritten
+        args.out = result_file(args.out)
+    except InputError as e:
+        parser.error(str(e))
     torch.set_num_threads(
         1
     )  # as the chapter: one thread, floats summed in one order on this machine
