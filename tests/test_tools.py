@@ -171,6 +171,7 @@ def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_b
         ("the folder above the run", "lies in it or holds it"),
         ("a folder of the user's", "holds none (no model.safetensors"),
         ("the current folder", "is the current folder or holds it"),
+        ("a link to a shipped model", "is a link: give the folder it points to"),
     ],
 )
 def test_ship_model_replaces_only_a_model_shipped_before(
@@ -185,6 +186,9 @@ def test_ship_model_replaces_only_a_model_shipped_before(
     (tmp_path / "config.toml").write_text("mine")
     (tmp_path / "here").mkdir()
     monkeypatch.chdir(tmp_path / "here")
+    (tmp_path / "shipped").mkdir()  # a model shipped before, and a link to it
+    (tmp_path / "shipped" / "model.safetensors").write_text("weights")
+    (tmp_path / "link").symlink_to(tmp_path / "shipped")
     out = {
         "a file": tmp_path / "config.toml",
         "the run": run,
@@ -192,6 +196,7 @@ def test_ship_model_replaces_only_a_model_shipped_before(
         "the folder above the run": tmp_path / "runs",
         "a folder of the user's": mine,
         "the current folder": Path("."),
+        "a link to a shipped model": tmp_path / "link",
     }[target]
     before = listing(tmp_path)
     assert tool.main(ship_args(run, out) + ["--replace"]) == 2
@@ -401,3 +406,15 @@ def test_english_lm_cuts_each_sentence_into_a_prompt_of_one_to_three_words_and_t
     for (prompt, rest), s in zip(pairs, [sentences[0], sentences[1], sentences[3]]):
         assert f"{prompt} {rest}" == s and 1 <= len(prompt.split()) <= 3 and rest
     assert tool.continuation_pairs(sentences, seed=0) == pairs
+
+
+def test_ship_model_keeps_a_kept_link_a_link(tiny_run, tmp_path):
+    """--keep of a link to another folder left a copy of that folder."""
+    tool = load_tool("ship_model")
+    out = tmp_path / "shipped"
+    assert tool.main(ship_args(tiny_run, out)) == 0
+    (tmp_path / "records").mkdir()
+    (out / "linked").symlink_to(tmp_path / "records")
+    assert tool.main(ship_args(tiny_run, out) + ["--replace", "--keep", "linked"]) == 0
+    assert (out / "linked").is_symlink()
+    assert (out / "linked").resolve() == (tmp_path / "records").resolve()

@@ -30,6 +30,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
 import sys
@@ -201,8 +202,10 @@ def ship(args) -> None:
     ) as tmp:  # `out` is the old folder or the whole new one, never half
         _write_model(ckpt, run, paths, args, tmp)
         for name in keep:  # hand-written records that outlive the weights
-            if (out / name).is_dir():
-                shutil.copytree(out / name, tmp / name)
+            if (out / name).is_symlink():  # a link stays a link
+                (tmp / name).symlink_to(os.readlink(out / name))
+            elif (out / name).is_dir():
+                shutil.copytree(out / name, tmp / name, symlinks=True)
             else:
                 shutil.copy2(out / name, tmp / name)
         back = load_checkpoint(
@@ -251,6 +254,12 @@ def _check_target(out: Path, run: Path, replace: bool) -> None:
         )
     if not (out.exists() or out.is_symlink()):
         return
+    if (
+        out.is_symlink()
+    ):  # --replace would replace the link, and leave its folder as it was
+        raise InputError(
+            f"--to {out} is a link: give the folder it points to ({out.resolve()})"
+        )
     if not out.is_dir():
         raise InputError(f"--to {out} is a file, not a folder: ship into a folder")
     if not replace:
