@@ -18,12 +18,9 @@ import torch.nn.functional as F
 from transformer.attention import attention
 from transformer.masking import causal_mask
 
-from timing import (
-    at_least,
-    device_argument,
-    sync_for,
-    timed,
-)  # bench/timing.py, beside it
+from transformer.engine.command_input import at_least
+
+from timing import device_argument, sync_for, timed  # bench/timing.py, beside it
 
 # (B, h, T, D_h)
 SHAPES = [(32, 8, 32, 64), (16, 8, 128, 64), (4, 8, 512, 64)]

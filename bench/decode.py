@@ -36,12 +36,9 @@ from transformer.translation import translate
 from transformer.model import Transformer, TransformerConfig
 from transformer.cache import KVCache
 
-from timing import (
-    at_least,
-    device_argument,
-    sync_for,
-    timed,
-)  # bench/timing.py, beside it
+from transformer.engine.command_input import at_least
+
+from timing import device_argument, sync_for, timed  # bench/timing.py, beside it
 
 SMALL = dict(
     d_model=256,

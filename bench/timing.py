@@ -35,20 +35,3 @@ def device_argument(text: str) -> torch.device:
         return check_device(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def at_least(least: int):
-    """An argparse type: a whole number >= `least` (--repeats 0 was a StatisticsError)."""
-
-    def whole(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < least:
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: give a whole number >= {least}"
-            )
-        return value
-
-    return whole

@@ -36,7 +36,9 @@ from transformer.loss import label_smoothed_loss
 from transformer.engine.trainer import autocast
 from transformer.engine.machine import keep_freed_memory
 
-from timing import at_least, device_argument, sync_for  # bench/timing.py, beside it
+from transformer.engine.command_input import at_least
+
+from timing import device_argument, sync_for  # bench/timing.py, beside it
 
 # name: (D, h, N layers each side, D_ff, batch size B, source length S, target length T, vocabulary)
 SIZES = {

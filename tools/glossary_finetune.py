@@ -28,6 +28,7 @@ from transformer.data import collate
 from transformer.engine.shipped import load_translator
 from transformer.translation import translate
 from transformer.evaluation import corpus_bleu, group_references
+from transformer.engine.command_input import at_least
 from transformer.errors import InputError
 from transformer.files import atomic_write_text, result_file
 from transformer.engine.trainer import train_step
@@ -116,19 +117,6 @@ def in_short(measured: dict) -> dict:
     """The measurements without the sentence lists, for the log."""
     test = {k: v for k, v in measured["test"].items() if k != "hypotheses"}
     return {**{k: v for k, v in measured.items() if k != "held_out"}, "test": test}
-
-
-def at_least(least: int):
-    """An argparse type: a whole number >= `least` (--steps -1 rewrote the result)."""
-
-    def whole(text: str) -> int:
-        if not text.strip().lstrip("-").isdigit() or int(text) < least:
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: give a whole number >= {least}"
-            )
-        return int(text)
-
-    return whole
 
 
 def main() -> None:

@@ -55,6 +55,8 @@ import sys
 import time
 from pathlib import Path
 
+from transformer.engine.command_input import at_least
+
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_DECODING = ROOT / "models" / "multi30k-de-en" / "decoding.json"
 RESULTS = ROOT / "notebooks" / "results"
@@ -314,13 +316,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--parallel",
-        type=lambda t: (
-            int(t)
-            if t.isdigit() and int(t) >= 1
-            else parser.error(
-                f"--parallel {t}: give the number of runs side by side, 1 or more"
-            )
-        ),
+        type=at_least(1),
         default=2,
         help="runs side by side, one thread each (default 2)",
     )

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import torch
 
+from transformer.engine.command_input import at_least
 from transformer.errors import InputError, TransformerError
 from transformer.averaging import average_weights
 from transformer.files import atomic_folder
@@ -333,19 +334,6 @@ def _write_model(
     (tmp / "decoding.json").write_text(
         json.dumps({"beam_size": args.beam, "alpha": args.alpha}) + "\n"
     )
-
-
-def at_least(least: int):
-    """An argparse type: a whole number >= `least` (--last 0 measured every checkpoint)."""
-
-    def whole(text: str) -> int:
-        if not re.fullmatch(r"-?\d+", text.strip()) or int(text) < least:
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: give a whole number >= {least}"
-            )
-        return int(text)
-
-    return whole
 
 
 def length_penalty(text: str) -> float:

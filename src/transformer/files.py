@@ -6,6 +6,7 @@ __all__ = ['atomic_files', 'atomic_file', 'atomic_write_bytes', 'atomic_write_te
 # %% ../../notebooks/09_data.ipynb #f1a7e5c0
 import contextlib
 import errno
+import json
 import os
 import shutil
 import stat
@@ -239,8 +240,6 @@ def result_file(path: str | Path, error: type[Exception] = InputError) -> Path:
     """A file a tool may write its result into, asked before the tool works: absent,
     or an earlier result (a JSON object with a "what": every result of the course says
     what it is); never a folder or a file of the user's, which it would overwrite."""
-    import json
-
     out = expand_user(path)
     if not (out.exists() or out.is_symlink()):
         return out

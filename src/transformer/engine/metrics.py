@@ -96,34 +96,32 @@ class MetricsLog:
         """Write metrics.csv again from the run's open copy when the file at its path is
         gone or is another one (deleted or replaced during the run): the rows would go
         to a file no one can read."""
-        if not self._watch:
+        # the same file, or one that cannot be asked: nothing to do
+        if not self._watch or self._same_file() is not False:
             return
-        try:
-            same = os.path.samestat(os.stat(self.path), os.fstat(self._file.fileno()))
-        except FileNotFoundError:
-            same = False
-        except OSError:  # cannot tell (a permission): the rows go on being written
-            return
-        if not same:
-            self._file.seek(0)
-            atomic_write_text(self.path, self._file.read())
-            self._file.close()
-            self._file = open(self.path, "a+", newline="")
-            self._writer = csv.DictWriter(self._file, self.FIELDS)
-            print(
-                f"warning: {self.path} was deleted or replaced during the run (an "
-                "editor that saved it, too): written again from the run's own copy",
-                file=sys.stderr,
-            )
-            # a file system whose two answers never agree would have it written again
-            # at every row: once is enough there
-            self._watch = self._same_file()
+        self._file.seek(0)
+        atomic_write_text(self.path, self._file.read())
+        self._file.close()
+        self._file = open(self.path, "a+", newline="")
+        self._writer = csv.DictWriter(self._file, self.FIELDS)
+        print(
+            f"warning: {self.path} was deleted or replaced during the run (an "
+            "editor that saved it, too): written again from the run's own copy",
+            file=sys.stderr,
+        )
+        # a file system whose two answers never agree would have it written again
+        # at every row: once is enough there
+        self._watch = self._same_file() is True
 
-    def _same_file(self) -> bool:
+    def _same_file(self) -> bool | None:
+        """Whether the file at `path` is the one this log writes: None when it cannot
+        be asked (a permission), and the rows go on being written."""
         try:
             return os.path.samestat(os.stat(self.path), os.fstat(self._file.fileno()))
-        except OSError:
+        except FileNotFoundError:
             return False
+        except OSError:
+            return None
 
     def close(self) -> None:
         self._file.close()
