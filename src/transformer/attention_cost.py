@@ -239,7 +239,7 @@ def kv_cache_bytes(
     """
     target_len, source_len, batch, bytes_per_number = _check_cache_sizes(
         config, target_len, source_len, batch, bytes_per_number
-    )  # the door, in the folded cell above: each an int >= 0, and a model's sizes
+    )  # the door, folded above: whole counts (bytes_per_number >= 1), a model's sizes
     d_head = config.d_model // config.num_heads
     per_token = (
         2

@@ -252,7 +252,7 @@ def check_state_dicts(state_dicts) -> list:
         if set(sd) != set(first) or any(sd[k].shape != first[k].shape for k in first):
             raise InputError(
                 "the checkpoints hold different tensors: average checkpoints of one "
-                "run only"
+                "model (names and shapes are all this can check: take them from one run)"
             )
     return given
 

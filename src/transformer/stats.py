@@ -172,7 +172,7 @@ def holm(p_values: Sequence[float]) -> list[float]:
     becomes (m - k + 1) x p, capped at 1 and never below the adjusted one before it.
 
     Compare each with the level (0.05): the chance of any false finding among the m
-    tests then stays below it, whatever their dependence (Holm, 1979).
+    tests is then at most it, whatever their dependence (Holm, 1979).
     """
     p = check_p_values(p_values)  # in [0, 1], NaN refused: stats_checks.py
     m, running, adjusted = len(p), 0.0, [0.0] * len(p)
@@ -207,7 +207,9 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float]:
 def permutation_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Exact two-sided permutation test of the difference of the means of a and b: the
     share of all ways to split the pooled values into groups of len(a) and len(b)
-    whose means differ at least as much as a's and b's do."""
+    whose means differ at least as much as a's and b's do. Unpaired (it ignores which
+    seeds go together); its smallest p is 2 / C(len(a) + len(b), len(a)), 0.1 at 3 + 3:
+    the course's rule reads the paired gaps instead (`SeedPairs.seed_p`, `compare`)."""
     a, b = check_groups(a, b)  # finite scores, few enough splits: stats_checks.py
     pool = [*a, *b]
 

@@ -79,7 +79,8 @@ def check_groups(a, b) -> tuple[list[float], list[float]]:
     if splits * (len(a) + len(b)) > MOST_WORK:  # each split goes over every value
         raise InputError(
             f"{len(a)} and {len(b)} scores make {splits:.3g} splits to go through: an "
-            "exact test is for a few seeds a side (10 and 10 at most)"
+            "exact test is for a few seeds a side (its splits times its values stay "
+            "under MOST_WORK: 10 and 10 fit)"
         )
     return a, b
 
