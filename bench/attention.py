@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from transformer.attention import attention
 from transformer.masking import causal_mask
 
-from transformer.engine.command_input import at_least
+from transformer.engine.command_input import at_least, run_tool
 
 from timing import device_argument, sync_for, timed  # bench/timing.py, beside it
 
@@ -67,4 +67,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

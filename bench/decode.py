@@ -23,7 +23,6 @@
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from transformer.translation import translate
 from transformer.model import Transformer, TransformerConfig
 from transformer.cache import KVCache
 
-from transformer.engine.command_input import at_least
+from transformer.engine.command_input import at_least, run_tool
 
 from timing import device_argument, sync_for, timed  # bench/timing.py, beside it
 
@@ -147,35 +146,37 @@ def cache_growth(device: torch.device, repeats: int, sync, steps: int = 512) -> 
     torch.set_num_threads(threads)
 
 
-def beam_throughput(device: torch.device, model_path: str | None) -> None:
-    pairs = load_multi30k("test_2016_flickr")
-    sources = [s for s, _ in pairs]
-    path = Path(model_path) if model_path else models_dir() / "multi30k-de-en"
-    if path.exists():
-        ckpt = load_translator(path, device)
-        limits, what = {}, f"trained model {path}"
-    else:
-        from types import SimpleNamespace
-        from transformer.tokenizer import train_tokenizer
-        import tempfile
+def throughput_model(device: torch.device, model_path: str | None):
+    """(checkpoint, decoding limits, what it is) for the throughput part, loaded before
+    any measurement: a --model that is none was refused only after the other parts
+    (a typo was measured as random weights)."""
+    path = models_dir() / "multi30k-de-en"
+    if model_path or path.exists():
+        ckpt = load_translator(model_path or path, device)
+        return ckpt, {}, f"trained model {model_path or path}"
+    from types import SimpleNamespace
+    from transformer.tokenizer import train_tokenizer
+    import tempfile
 
-        torch.manual_seed(0)
-        tok_dir = Path(tempfile.mkdtemp(prefix="bench-decode-"))
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory(prefix="bench-decode-") as tok_dir:
         train = load_multi30k("train")
-        tok = train_tokenizer([s for p in train for s in p], tok_dir / "tok", 8000)
-        ckpt = SimpleNamespace(
-            model=Transformer(
-                TransformerConfig(tok.vocab_size, tok.vocab_size, **SMALL)
-            )
-            .to(device)
-            .eval(),
-            src_tokenizer=tok,
-            tgt_tokenizer=tok,
-        )
-        limits, what = (
-            dict(max_len_a=1.0, max_len_b=10),
-            "random weights (no trained model found), outputs capped at S + 10",
-        )
+        texts = [s for p in train for s in p]
+        tok = train_tokenizer(texts, Path(tok_dir) / "tok", 8000)
+    ckpt = SimpleNamespace(
+        model=Transformer(TransformerConfig(tok.vocab_size, tok.vocab_size, **SMALL))
+        .to(device)
+        .eval(),
+        src_tokenizer=tok,
+        tgt_tokenizer=tok,
+    )
+    limits = dict(max_len_a=1.0, max_len_b=10)
+    what = "random weights (no trained model found), outputs capped at S + 10"
+    return ckpt, limits, what
+
+
+def beam_throughput(ckpt, limits: dict, what: str) -> None:
+    sources = [s for s, _ in load_multi30k("test_2016_flickr")]
     start = time.perf_counter()
     out = translate(ckpt, sources, beam_size=4, alpha=0.6, batch_size=64, **limits)
     seconds = time.perf_counter() - start
@@ -204,16 +205,18 @@ def main() -> None:
     args = parser.parse_args()
     device = torch.device(args.device)
     sync = sync_for(device)
+    skip = args.skip_throughput or args.only_growth
+    model = None if skip else throughput_model(device, args.model)
     with torch.inference_mode():
         if args.only_growth:
             cache_growth(device, args.repeats, sync)
             return 0
         cache_ratios(device, args.repeats, sync)
         cache_growth(device, args.repeats, sync)
-        if not args.skip_throughput:
-            beam_throughput(device, args.model)
+        if model is not None:
+            beam_throughput(*model)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

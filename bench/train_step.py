@@ -36,7 +36,8 @@ from transformer.loss import label_smoothed_loss
 from transformer.engine.trainer import autocast
 from transformer.engine.machine import keep_freed_memory
 
-from transformer.engine.command_input import at_least
+from transformer.engine.command_input import at_least, run_tool
+from transformer.errors import InputError
 
 from timing import device_argument, sync_for  # bench/timing.py, beside it
 
@@ -333,7 +334,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--padding",
-        type=int,
+        type=at_least(1),
         nargs="*",
         metavar="MAX_TOKENS",
         help="only report the pad share of Multi30k batches at these token budgets (default 2048)",
@@ -341,7 +342,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.padding is not None:
         for max_tokens in args.padding or [2048]:
-            print(padding_report(max_tokens))
+            try:
+                print(padding_report(max_tokens))
+            except InputError as e:
+                parser.error(f"--padding {max_tokens}: {e}")
         return
     device = torch.device(args.device)
     if args.threads:
@@ -420,4 +424,4 @@ def measure_sizes(args, device: torch.device) -> list[float]:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

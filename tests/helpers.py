@@ -98,8 +98,8 @@ def edit_json(path: Path, **changes) -> None:
     path.write_text(json.dumps(data))
 
 
-def load_tool(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+def load_tool(name: str, folder: str = "tools"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -5546,6 +5546,11 @@ def test_the_wait_for_torchruns_other_processes_is_said_and_their_errors_raised(
     monkeypatch.setattr(distributed.dist, "init_process_group", refused)
     with pytest.raises(RuntimeError, match="the store refused"):
         distributed.join_process_group(torch.device("cpu"), info)
+    # the fifteenth trial: a port set by hand that is none was int()'s traceback
+    for port in ("abc", "99999", "0"):
+        monkeypatch.setenv("MASTER_PORT", port)
+        with pytest.raises(ConfigError, match=f"MASTER_PORT='{port}' is no port"):
+            distributed.join_process_group(torch.device("cpu"), info)
 
 
 def test_the_twelfth_trials_minor_faults_at_the_python_doors(tiny_run, tmp_path):

@@ -2,6 +2,7 @@
 a server and its kernel that ignore SIGTERM; gqa_decoding measures the shipped shape and a cache of the
 formula's size; onnx_decoding_speed's ratios carry their interval and test."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ import pytest
 from transformer.engine.loading import load_checkpoint
 from transformer.engine.model_files import MODEL_FORMAT
 
-from helpers import latest, listing, load_tool
+from helpers import ROOT, latest, listing, load_tool
 
 # ---------------------------------------------------------------- tools
 
@@ -85,6 +86,7 @@ def test_ship_model_refuses_an_existing_folder_and_replaces_it_whole_when_asked(
         "tgt_tokenizer.model",
         "README.md",
         "model.safetensors",
+        "averaged_checkpoints.json",
     ):
         (out / stale).write_text("from an older model")
     before = listing(tmp_path)
@@ -172,6 +174,11 @@ def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_b
         ("a folder of the user's", "holds none (no model.safetensors"),
         ("the current folder", "is the current folder or holds it"),
         ("a link to a shipped model", "is a link: give the folder it points to"),
+        # the fifteenth: another run's checkpoint (it could not be resumed), a model
+        # from elsewhere, and a link loop (a traceback)
+        ("another run's checkpoint", "holds none (no model.safetensors"),
+        ("a downloaded model", "holds none (no model.safetensors"),
+        ("a path through a link loop", "points back to itself (a loop)"),
     ],
 )
 def test_ship_model_replaces_only_a_model_shipped_before(
@@ -189,6 +196,13 @@ def test_ship_model_replaces_only_a_model_shipped_before(
     (tmp_path / "shipped").mkdir()  # a model shipped before, and a link to it
     (tmp_path / "shipped" / "model.safetensors").write_text("weights")
     (tmp_path / "link").symlink_to(tmp_path / "shipped")
+    other = tmp_path / "other"
+    shutil.copytree(tiny_run, other)
+    (tmp_path / "downloaded").mkdir()
+    for name in ("model.safetensors", "config.json"):
+        (tmp_path / "downloaded" / name).write_text("theirs")
+    (tmp_path / "l1").symlink_to(tmp_path / "l2")
+    (tmp_path / "l2").symlink_to(tmp_path / "l1")
     out = {
         "a file": tmp_path / "config.toml",
         "the run": run,
@@ -197,6 +211,9 @@ def test_ship_model_replaces_only_a_model_shipped_before(
         "a folder of the user's": mine,
         "the current folder": Path("."),
         "a link to a shipped model": tmp_path / "link",
+        "another run's checkpoint": latest(other),
+        "a downloaded model": tmp_path / "downloaded",
+        "a path through a link loop": tmp_path / "l1" / "model",
     }[target]
     before = listing(tmp_path)
     assert tool.main(ship_args(run, out) + ["--replace"]) == 2
@@ -418,3 +435,117 @@ def test_ship_model_keeps_a_kept_link_a_link(tiny_run, tmp_path):
     assert tool.main(ship_args(tiny_run, out) + ["--replace", "--keep", "linked"]) == 0
     assert (out / "linked").is_symlink()
     assert (out / "linked").resolve() == (tmp_path / "records").resolve()
+
+
+BAD_ARGUMENTS = [  # tool, arguments, words of its one line
+    ("attention_cost", ["--lengths", "0"], "'0': give a whole number >= 1"),
+    ("attention_cost", ["--lengths", "99999999"], "needs about"),
+    ("gqa_decoding", ["--steps", "3"], "'3': give a whole number >= 4"),
+    ("gqa_decoding", ["--steps", "999999999"], "--steps 999999999: the model"),
+    ("decoder_only_speed", ["--repeats", "0"], "give a whole number >= 1"),
+    ("onnx_decoding_speed", ["--repeats", "1"], "give a whole number >= 2"),
+    ("head_ablation", ["--model", "nosuch"], "no model at nosuch"),
+    ("head_ablation", ["--split", "nosuch"], "unknown split 'nosuch'"),
+    ("modern_block_runs", ["--only", "nosuch:0"], "with a variant of the small"),
+    ("modern_block_runs", ["--only", "rms:x"], "the seed must be a whole number"),
+    ("modern_block_runs", ["--only", "rms:0:nan"], "lr_scale must be a number > 0"),
+    ("modern_block_runs", ["--out-dir", "{file}/x"], "Not a directory"),
+    ("notebook_pages", ["measure", "{file}"], "not UTF-8 JSON"),
+    ("notebook_pages", ["measure", "{json}"], "JSON, but not a Jupyter notebook"),
+    ("notebook_pages", ["measure", "{tmp}"], "Is a directory"),
+    ("notebook_pages", ["hide-glue", "{tmp}/nosuch.ipynb"], "No such file"),
+    ("notebook_pages", ["measure", "--lines", "0"], "give a whole number >= 1"),
+    ("check_in_jupyterlab", ["x.ipynb", "--timeout", "-5"], "finite number > 0"),
+    ("glossary_finetune", ["--lr", "nan"], "'nan': give a finite number > 0"),
+    ("glossary_finetune", ["--glossary-per-batch", "99"], "the glossary has 32"),
+    ("glossary_finetune", ["--out", "{file}/r.json"], "is not a folder"),
+    ("null_calibration", ["--scale", "-1"], "'-1': give a finite number > 0"),
+    ("gpu_wheels", ["--out", "{file}/wheels"], "Not a directory"),
+    ("training_chapter_run", ["--out", "{file}/r.json"], "is not a folder"),
+    ("export_notebooks", ["--root", "{tmp}"], "no chapter notebooks"),
+    ("train_it_yourself", ["--config", "{fast}"], "of another config called"),
+    ("train_it_yourself", ["--config", "{blocked}"], "`transformer train` stopped"),
+    ("bench/train_step", ["--padding", "0"], "give a whole number >= 1"),
+    ("bench/train_step", ["--padding", "10"], "more than max_tokens=10"),
+]
+
+
+@pytest.mark.parametrize("tool, argv, words", BAD_ARGUMENTS)
+def test_tools_refuse_a_bad_argument_in_one_line_before_they_work(
+    tool, argv, words, tmp_path, monkeypatch, capsys
+):
+    from transformer.engine.command_input import run_tool
+
+    """The fourteenth trial: these were tracebacks (from torch, argparse's int, a
+    tuple unpacking), failed after the work (a file on the way of --out), or were
+    taken (a renamed tiny.toml replaced the fast recipe's entry of the README's table).
+    Each is one `error:` line and exit status 2, before anything is written."""
+    (tmp_path / "file").write_text("mine")
+    (tmp_path / "r.json").write_text("{}")
+    tiny = (ROOT / "configs" / "tiny.toml").read_text()
+    fast, blocked = tmp_path / "multi30k-fast.toml", tmp_path / "blocked.toml"
+    fast.write_text(tiny)  # a file on the way of the run's folder: the child stops
+    blocked.write_text(tiny.replace('"runs/tiny"', f'"{tmp_path}/file/run"'))
+    names = {"file": tmp_path / "file", "json": tmp_path / "r.json"}
+    names |= {"tmp": tmp_path, "fast": fast, "blocked": blocked}
+    argv = [a.format(**names) for a in argv]
+    folder, name = tool.split("/") if "/" in tool else ("tools", tool)
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", *argv])
+    monkeypatch.syspath_prepend(str(ROOT / folder))  # bench/timing.py, beside it
+    results = ROOT / "notebooks" / "results", ROOT / "models"
+    module = load_tool(name, folder)
+    if hasattr(module, "OUT"):  # where a tool that took the argument would write
+        if module.OUT.is_file():  # the results it adds to
+            shutil.copy(module.OUT, tmp_path / "out.json")
+        monkeypatch.setattr(module, "OUT", tmp_path / "out.json")
+    for key, budget in getattr(module, "BUDGETS", {}).items():
+        moved = dataclasses.replace(budget, out=tmp_path / "out.json")
+        monkeypatch.setitem(module.BUDGETS, key, moved)
+    before = listing(*results, tmp_path)
+    with pytest.raises(SystemExit) as info:
+        run_tool(module.main)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and words in err, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].count("error:") == 1
+    assert listing(*results, tmp_path) == before
+
+
+def test_ship_model_never_replaces_a_folder_made_meanwhile_nor_shows_a_full_disk(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    """The fifteenth trial: two ships into one new --to both said "shipped" (the first
+    model was replaced without a word), a full disk was safetensors' traceback, and a
+    checkpoint named twice was averaged "over 2 checkpoints"."""
+    from transformer.engine.command_input import run_tool
+
+    tool = load_tool("ship_model")
+    out = tmp_path / "shipped"
+    write = tool._write_model
+
+    def another_ship_first(*args):
+        write(*args)
+        out.mkdir()
+        (out / "model.safetensors").write_text("the other ship's")
+
+    monkeypatch.setattr(tool, "_write_model", another_ship_first)
+    assert tool.main(ship_args(tiny_run, out)) == 2
+    assert "appeared while this model was written" in capsys.readouterr().err
+    assert (out / "model.safetensors").read_text() == "the other ship's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shipped"]
+
+    def full_disk(*args):
+        raise Exception("Error while serializing: IoError(No space left on device)")
+
+    monkeypatch.setattr(tool, "save_model_files", full_disk)
+    monkeypatch.setattr(tool, "_write_model", write)
+    argv = ["ship_model.py", *ship_args(tiny_run, tmp_path / "new")]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as info:
+        run_tool(tool.main)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith("error: the disk is full")
+    assert err.count("\n") == 1 and not (tmp_path / "new").exists()
+    twice = ship_args(tiny_run, tmp_path / "new")
+    twice[twice.index("--checkpoints") + 1 : -2] = [latest(tiny_run).name] * 2
+    assert tool.main(twice) == 2
+    assert "names a checkpoint twice" in capsys.readouterr().err

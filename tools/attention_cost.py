@@ -28,6 +28,11 @@ import sys
 import time
 from pathlib import Path
 
+from transformer.engine.command_input import at_least, run_tool
+from transformer.errors import InputError
+from transformer.files import earlier_results
+from transformer.memory import check_fits
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "17_attention_cost.json"
 LENGTHS = [128, 256, 512, 1024, 2048, 4096, 8192]
@@ -159,8 +164,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--lengths", type=int, nargs="*", default=LENGTHS)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--lengths", type=at_least(1), nargs="+", default=LENGTHS)
+    parser.add_argument("--repeats", type=at_least(1), default=3)
     parser.add_argument(
         "--training",
         action="store_true",
@@ -174,6 +179,12 @@ def main() -> None:
         return
     if args.training:
         return main_training(args.repeats)
+    kept = earlier_results(OUT, {})  # a damaged file is refused before the work
+    try:  # the explicit path holds the scores and their softmax: 2 h S^2 floats
+        S = max(args.lengths)
+        check_fits(2 * HEADS * S**2 * 4, "cpu", f"attention at S = {S:,}", "--lengths")
+    except InputError as e:
+        parser.error(str(e))
     import torch
 
     from transformer.engine.machine import cpu_name
@@ -201,11 +212,8 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"),
             "rows": rows,
         }
-        if OUT.exists():  # keep the forward + backward rows of `--training`
-            kept = json.loads(OUT.read_text(encoding="utf-8"))
-            result.update(
-                {k: kept[k] for k in ("training", "training_rows") if k in kept}
-            )
+        # keep the forward + backward rows of `--training`
+        result.update({k: kept[k] for k in ("training", "training_rows") if k in kept})
         OUT.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(OUT, (json.dumps(result, indent=1) + "\n").encode("utf-8"))
         print(f"wrote {OUT.relative_to(ROOT)}")
@@ -219,6 +227,7 @@ def main_training(repeats: int) -> None:
 
     from transformer.files import atomic_write_bytes
 
+    result = earlier_results(OUT)  # the rows added to: read before the work
     torch.set_num_threads(1)
     rows = []
     for S in TRAIN_LENGTHS:
@@ -234,7 +243,6 @@ def main_training(repeats: int) -> None:
                 f"train S={S:5d} {method:8s} {row['seconds'] * 1e3:9.1f} ms {row['peak_bytes'] / 2**20:9.1f} MiB",
                 flush=True,
             )
-    result = json.loads(OUT.read_text(encoding="utf-8"))
     result["training"] = {
         "heads": TRAIN_HEADS,
         "d_head": D_HEAD,
@@ -249,4 +257,4 @@ def main_training(repeats: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -35,6 +35,8 @@ from pathlib import Path
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
+from transformer.engine.command_input import positive_number, run_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 RESTART_S = 120  # seconds the kernel may take to restart (a loaded machine); the run's --timeout starts after
 ARGS = [
@@ -303,7 +305,7 @@ def main() -> int:
     parser.add_argument("notebooks", nargs="+")
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=positive_number,
         default=600,
         help="seconds a notebook may run, counted from its kernel's restart (default 600)",
     )
@@ -400,4 +402,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

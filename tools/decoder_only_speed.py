@@ -26,6 +26,8 @@ import statistics
 import time
 from pathlib import Path
 
+from transformer.engine.command_input import at_least, run_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "18_decoder_only_speed.json"
 VOCAB = 8000
@@ -120,7 +122,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=at_least(1), default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
     models = {name: build(name) for name in MODELS}
@@ -199,4 +201,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from transformer.engine.command_input import run_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "18_english_lm"
 VOCAB, EPOCHS, WARMUP, MAX_TOKENS = 1000, 3, 200, 2048
@@ -128,4 +130,4 @@ if __name__ == "__main__":
     # no options: the arguments are read only so that --help describes the run (which
     # trains for minutes and replaces the shipped results) instead of starting it
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
-    main()
+    run_tool(main)

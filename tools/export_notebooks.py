@@ -24,6 +24,8 @@ from pathlib import Path
 
 from nbdev.export import nb_export
 
+from transformer.engine.command_input import run_tool
+
 
 _SECONDARY = re.compile(r"^#\|\s*export[is]?\s+([A-Za-z_][\w.]*)\s*$")
 
@@ -74,7 +76,10 @@ def export(root: Path) -> list[Path]:
     lib = root / "src" / "transformer"
     notebooks = sorted((root / "notebooks").glob("[0-9]*.ipynb"))
     if not notebooks:
-        raise SystemExit(f"no chapter notebooks found under {root / 'notebooks'}")
+        raise FileNotFoundError(
+            f"no chapter notebooks (NN_name.ipynb) under {root / 'notebooks'}: give "
+            "--root the course's repository"
+        )
     before = {p: p.stat().st_mtime_ns for p in lib.rglob("*.py")}
     cwd = os.getcwd()
     os.chdir(root)  # nbdev finds pyproject.toml from the working directory
@@ -88,11 +93,19 @@ def export(root: Path) -> list[Path]:
     return sorted(p for p in lib.rglob("*.py") if before.get(p) != p.stat().st_mtime_ns)
 
 
-if __name__ == "__main__":
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--root", type=Path, default=Path(__file__).resolve().parents[1]
     )
     args = parser.parse_args()
-    for module in export(args.root):
+    try:
+        modules = export(args.root)
+    except FileNotFoundError as e:
+        parser.error(str(e))
+    for module in modules:
         print("wrote", module.relative_to(args.root.resolve()))
+
+
+if __name__ == "__main__":
+    run_tool(main)

@@ -28,7 +28,7 @@ from transformer.data import collate
 from transformer.engine.shipped import load_translator
 from transformer.translation import translate
 from transformer.evaluation import corpus_bleu, group_references
-from transformer.engine.command_input import at_least
+from transformer.engine.command_input import at_least, positive_number, run_tool
 from transformer.errors import InputError
 from transformer.files import atomic_write_text, result_file
 from transformer.engine.trainer import train_step
@@ -122,14 +122,23 @@ def in_short(measured: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=at_least(1), default=300)
-    parser.add_argument("--glossary-per-batch", type=int, default=8)
-    parser.add_argument("--replay-per-batch", type=int, default=24)
-    parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--glossary-per-batch", type=at_least(0), default=8)
+    parser.add_argument("--replay-per-batch", type=at_least(0), default=24)
+    parser.add_argument("--lr", type=positive_number, default=1e-4)
+    parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument(
         "--out", default="models/tatoeba-en-zh/experiments/glossary.json"
     )
     args = parser.parse_args()
+    if args.glossary_per_batch > len(GLOSSARY):
+        parser.error(
+            f"--glossary-per-batch {args.glossary_per_batch}: the glossary has "
+            f"{len(GLOSSARY)} pairs, a batch takes each at most once"
+        )
+    if args.glossary_per_batch + args.replay_per_batch == 0:
+        parser.error(
+            "--glossary-per-batch and --replay-per-batch are both 0: a batch needs a pair"
+        )
     try:  # before the work: a file of the user's is never overwritten
         args.out = result_file(args.out)
     except InputError as e:
@@ -214,4 +223,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -24,6 +24,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+from transformer.engine.command_input import run_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ROOT / "bench" / "gpu-image-packages.txt"
 # What the image lacks, and typing-extensions: the image has one, but its version is not listed and pydantic asks
@@ -132,7 +134,10 @@ def main() -> int:
                 "name a new folder, or an earlier wheel folder"
             )
         shutil.rmtree(args.out)
-    args.out.mkdir(parents=True)
+    try:
+        args.out.mkdir(parents=True)
+    except OSError as e:  # a file on the way (--out notes.txt/wheels), no permission
+        parser.error(f"--out {args.out}: {e.strerror}: name a folder that can be made")
     specs = [f"{name}=={version}" for name, version in versions.items()]
     subprocess.run(
         [
@@ -169,4 +174,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

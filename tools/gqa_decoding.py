@@ -33,6 +33,9 @@ import statistics
 import time
 from pathlib import Path
 
+from transformer.engine.command_input import at_least, run_tool
+from transformer.errors import TransformerError
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "17_gqa_decoding.json"
 SHIPPED = ROOT / "configs" / "multi30k-small.toml"  # the shipped German->English shape
@@ -122,16 +125,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--steps", type=int, default=STEPS)
-    parser.add_argument("--repeats", type=int, default=5)
+    # the last quarter of the steps is timed on its own: four steps at least
+    parser.add_argument("--steps", type=at_least(4), default=STEPS)
+    parser.add_argument("--repeats", type=at_least(1), default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
     shape, models = shipped_shape(), {}
     for kv in KV_HEADS:
         torch.manual_seed(0)
         max_len = max(args.steps, SOURCE_LEN) + 1
-        config = ModelConfig(**{**shape, "kv_heads": kv, "max_len": max_len})
-        models[kv] = build_model(config).eval()
+        try:  # a --steps beyond what the machine holds is refused here
+            config = ModelConfig(**{**shape, "kv_heads": kv, "max_len": max_len})
+            models[kv] = build_model(config).eval()
+        except TransformerError as e:
+            parser.error(f"--steps {args.steps}: {e}")
     vocab = shape["src_vocab_size"]
     src = torch.randint(
         4, vocab, (BATCH, SOURCE_LEN), generator=torch.Generator().manual_seed(0)
@@ -224,4 +231,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -21,12 +21,14 @@ import time
 import torch
 
 from transformer.engine.shipped import load_translator
+from transformer.errors import TransformerError
 from transformer.engine.corpora import split_pairs_for
 from transformer.translation import translate
 from transformer.stats import paired_bleu_test
 from transformer.evaluation import corpus_bleu, group_references
 from transformer.files import atomic_write_bytes
 from transformer.visualize import KINDS, ablation_bleu, zeroed_head
+from transformer.engine.command_input import run_tool
 
 FIRST = 100  # the subset the chapter re-checks live
 RESAMPLES = 10_000  # bootstrap test sets per paired test: p-values in steps of 1/10001
@@ -38,10 +40,12 @@ def main() -> None:
     parser.add_argument("--split", default="test_2016_flickr")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    ckpt = load_translator(args.model)
-    sources, references = group_references(
-        split_pairs_for(ckpt.train_config.data, args.split)
-    )
+    try:
+        ckpt = load_translator(args.model)
+        pairs = split_pairs_for(ckpt.train_config.data, args.split)
+    except TransformerError as e:
+        parser.error(str(e))
+    sources, references = group_references(pairs)
     if not all(len(r) == 1 for r in references):
         raise SystemExit(
             f"{args.split} has several references for some sentences: the paired "
@@ -120,4 +124,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

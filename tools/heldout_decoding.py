@@ -25,6 +25,7 @@ from transformer.translation import translate
 from transformer.evaluation import group_references
 from transformer.files import atomic_write_text
 from transformer.engine.shipped import load_translator
+from transformer.engine.command_input import run_tool
 
 
 OUT = Path(__file__).resolve().parents[1] / "notebooks" / "results"
@@ -73,4 +74,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

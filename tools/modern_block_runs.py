@@ -49,13 +49,15 @@ so, and a run of one precision is never taken for a run of the other.
 import argparse
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from transformer.engine.command_input import at_least
+from transformer.engine.command_input import at_least, run_tool
+from transformer.files import earlier_results
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_DECODING = ROOT / "models" / "multi30k-de-en" / "decoding.json"
@@ -300,6 +302,27 @@ def one_run(
     }
 
 
+def only_run(budget: Budget, text: str) -> tuple:
+    """'variant:seed' or 'variant:seed:lr_scale' -> (variant, seed, lr_scale), or a
+    ValueError that says what the budget's runs are."""
+    variant, seed, *scale = (text.split(":") + [""])[:2] + text.split(":")[2:]
+    variants = sorted({v for v, _, _ in budget.runs})
+    if variant not in variants or len(scale) > 1:
+        raise ValueError(
+            f"{text!r}: give variant:seed or variant:seed:lr_scale, with a variant of "
+            f"the {budget.name} budget ({', '.join(variants)})"
+        )
+    if not (seed.isascii() and seed.isdigit()):
+        raise ValueError(f"{text!r}: the seed must be a whole number >= 0")
+    try:
+        lr_scale = float(scale[0]) if scale else 1.0
+    except ValueError:
+        lr_scale = float("nan")
+    if not (math.isfinite(lr_scale) and lr_scale > 0):
+        raise ValueError(f"{text!r}: the lr_scale must be a number > 0")
+    return variant, int(seed), lr_scale
+
+
 def main() -> None:
     from transformer.engine.machine import cpu_has_bf16_matmul, cpu_name
     from transformer.files import atomic_write_bytes
@@ -335,10 +358,18 @@ def main() -> None:
         )
         print(json.dumps(result))
         return
+    try:  # a run that is none failed in its child, after the others had started
+        only = [only_run(budget, o) for o in args.only or []]
+    except ValueError as e:
+        parser.error(f"--only {e}")
+    try:  # a file on the way failed in every child, after the first one's start
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        parser.error(f"--out-dir {args.out_dir}: {e.strerror}: name a folder of yours")
     out = budget.out
-    results = (
-        json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {"runs": []}
-    )
+    results = earlier_results(out, {"runs": []})
+    if not isinstance(results.get("runs"), list):
+        parser.error(f"{out} holds no list of runs: restore it (git checkout -- {out})")
 
     own = run_config(budget, budget.runs[0][0], 0, 1.0, args.out_dir).precision
 
@@ -347,13 +378,7 @@ def main() -> None:
 
     precision = args.precision or own
     done = {key(r) for r in results["runs"]}
-    if args.only:
-        todo = [
-            (v, int(s), float(x[0]) if x else 1.0)
-            for v, s, *x in (o.split(":") for o in args.only)
-        ]
-    else:
-        todo = [run for run in budget.runs if (*run, precision) not in done]
+    todo = only or [run for run in budget.runs if (*run, precision) not in done]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     while todo:
         batch, todo = todo[: args.parallel], todo[args.parallel :]
@@ -403,4 +428,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

@@ -46,6 +46,9 @@ import sys
 import uuid
 from pathlib import Path
 
+from transformer.engine.command_input import at_least, run_tool
+from transformer.files import atomic_write_bytes
+
 ROOT = Path(__file__).resolve().parents[1]
 HIDDEN = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
 SETUP_ID = "course-setup"
@@ -90,14 +93,54 @@ SOLUTION = re.compile(r"```\{solution-(start|end)\}")
 MAGIC = re.compile(r"^\s*[%!]")
 
 
+class NotANotebook(ValueError):
+    """A path that names no Jupyter notebook this tool can read: said in one line."""
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_cell(cell) -> bool:
+    """The shape of a cell this tool reads: what a notebook on disk has."""
+    if not isinstance(cell, dict) or not isinstance(cell.get("metadata"), dict):
+        return False
+    outputs = cell.get("outputs", [])
+    return (
+        cell.get("cell_type") in ("code", "markdown", "raw")
+        and (isinstance(cell.get("source"), str) or _strings(cell.get("source")))
+        and _strings(cell["metadata"].get("tags", []))
+        and isinstance(outputs, list)
+        and all(
+            isinstance(o, dict) and isinstance(o.get("metadata", {}), dict)
+            for o in outputs
+        )
+    )
+
+
 def read(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+    """The notebook at `path` as a dict, or NotANotebook saying why it is none."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else "not UTF-8 JSON"
+        raise NotANotebook(f"{path}: {why}: give a Jupyter notebook (.ipynb)") from None
+    if not (
+        isinstance(nb, dict)
+        and isinstance(nb.get("cells"), list)
+        and all(_is_cell(c) for c in nb["cells"])
+    ):
+        raise NotANotebook(
+            f"{path}: JSON, but not a Jupyter notebook (a list of cells, each with a "
+            "cell_type, metadata and source): give a .ipynb file"
+        )
+    return nb
 
 
 def write(path: Path, nb: dict) -> None:
-    path.write_text(
-        json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    """The notebook written whole or not at all (a temporary file, then renamed)."""
+    text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def source(cell: dict) -> str:
@@ -438,13 +481,18 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("measure", help="shown cells over N lines, shown glue calls")
     m.add_argument("notebooks", nargs="*", type=Path)
-    m.add_argument("--lines", type=int, default=40)
+    m.add_argument("--lines", type=at_least(1), default=40)
     m.add_argument("--json", action="store_true", help="print the numbers as JSON")
     for name in ("hide-glue", "add-setup", "split-exports"):
         one = sub.add_parser(name)
         one.add_argument("notebooks", nargs="+", type=Path)
-        one.add_argument("--lines", type=int, default=40)
+        one.add_argument("--lines", type=at_least(1), default=40)
     args = parser.parse_args(argv)
+    try:  # every notebook read before any is changed
+        for path in args.notebooks:
+            read(path)
+    except NotANotebook as e:
+        parser.error(str(e))
     if args.command == "measure":
         paths = args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))
         result = measure(paths, args.lines)
@@ -474,4 +522,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

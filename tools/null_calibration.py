@@ -35,8 +35,9 @@ import torch
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
+from transformer.engine.command_input import positive_number, run_tool
 from transformer.engine.corpora import load_multi30k
-from transformer.files import atomic_write_text
+from transformer.files import atomic_write_text, earlier_results
 from transformer.stats import (
     SeedPairs,
     bleu_statistics,
@@ -155,7 +156,9 @@ def seed_gap_null(trials: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=1.0, help="trials x this")
+    parser.add_argument(
+        "--scale", type=positive_number, default=1.0, help="trials x this"
+    )
     parser.add_argument(
         "--seeds-only", action="store_true", help="redo the seed part only, in OUT"
     )
@@ -164,7 +167,7 @@ def main() -> None:
     start = time.perf_counter()
     seed_trials = max(1, int(SEED_TRIALS * args.scale))
     if args.seeds_only:
-        report = json.loads(OUT.read_text(encoding="utf-8"))
+        report = earlier_results(OUT)  # the rest of the report: it must be there
         report["seed_tests"] = seed_null(seed_trials)
         report["seed_gap_models"] = GAP_MODELS
         report["seed_gap_tests"] = seed_gap_null(seed_trials)
@@ -194,4 +197,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

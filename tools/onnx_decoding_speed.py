@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from transformer.engine.command_input import at_least, run_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "96_onnx_speed.json"
 MODEL = "multi30k-de-en"
@@ -89,10 +91,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--repeats", type=int, default=REPEATS)
+    # an interval needs two repeats
+    parser.add_argument("--repeats", type=at_least(2), default=REPEATS)
     args = parser.parse_args()
-    if args.repeats < 2:
-        parser.error("--repeats must be 2 or more (an interval needs two repeats)")
     torch.set_num_threads(1)
     checkpoint = load_translator(MODEL)
     model = checkpoint.model.eval()
@@ -155,4 +156,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

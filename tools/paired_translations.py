@@ -27,6 +27,7 @@ from transformer.translation import translate
 from transformer.evaluation import corpus_bleu, group_references
 from transformer.files import atomic_write_text
 from transformer.engine.shipped import load_translator, models_dir
+from transformer.engine.command_input import run_tool
 
 
 OUT = Path(__file__).resolve().parents[1] / "notebooks" / "results"
@@ -99,4 +100,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

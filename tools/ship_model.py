@@ -38,10 +38,10 @@ from pathlib import Path
 
 import torch
 
-from transformer.engine.command_input import at_least
+from transformer.engine.command_input import at_least, run_tool
 from transformer.errors import InputError, TransformerError
 from transformer.averaging import average_weights
-from transformer.files import atomic_folder
+from transformer.files import atomic_folder, resolved
 from transformer.engine.loading import Checkpoint, load_checkpoint
 from transformer.engine.model_files import save_model_files
 from transformer.engine.digests import write_digests
@@ -195,12 +195,27 @@ def ship(args) -> None:
     _check_target(out, run, args.replace)
     keep = _kept(out, args.keep or [], args.replace)
     paths = [_checkpoint(run, name) for name in args.checkpoints]
+    if len(set(paths)) < len(paths):  # an average would weigh it twice
+        raise InputError("--checkpoints names a checkpoint twice: name each once")
     if not (run / "metrics.csv").is_file():  # copied beside the weights: found first
         raise InputError(f"{run} holds no metrics.csv: give a training run's out_dir")
     ckpt = averaged(paths) if len(paths) > 1 else load_checkpoint(paths[0])
-    with atomic_folder(
-        out, replace=True
-    ) as tmp:  # `out` is the old folder or the whole new one, never half
+    try:  # `out` is the old folder or the whole new one, never half
+        _write_whole(out, ckpt, run, paths, args, keep)
+    except FileExistsError:  # made while this model was written: another ship into it
+        raise InputError(
+            f"{out} appeared while this model was written (another command shipped into "
+            "it?), and is left as it is: ship into a new folder, or pass --replace"
+        ) from None
+    size = sum(f.stat().st_size for f in out.iterdir())
+    print(
+        f"shipped {out}: {size / 1e6:.1f} MB, weights averaged over {len(paths)} checkpoint(s)"
+    )
+
+
+def _write_whole(out: Path, ckpt, run: Path, paths: list[Path], args, keep) -> None:
+    """The new model's folder written beside `out`, then renamed onto it."""
+    with atomic_folder(out, replace=args.replace) as tmp:
         _write_model(ckpt, run, paths, args, tmp)
         for name in keep:  # hand-written records that outlive the weights
             if (out / name).is_symlink():  # a link stays a link
@@ -213,10 +228,6 @@ def ship(args) -> None:
             tmp
         )  # the new folder loads on its own before it replaces anything
         assert next(back.model.parameters()).dtype == torch.float32
-    size = sum(f.stat().st_size for f in out.iterdir())
-    print(
-        f"shipped {out}: {size / 1e6:.1f} MB, weights averaged over {len(paths)} checkpoint(s)"
-    )
 
 
 # the files `ship` writes: a --keep of one of them would put the old model's file beside the new weights
@@ -241,14 +252,14 @@ WRITTEN = (
 def _check_target(out: Path, run: Path, replace: bool) -> None:
     """--to: a new folder, or with --replace a model shipped before; never a file, the run it reads
     or a folder around it, or the current folder (each was replaced without a word)."""
-    if not str(out).strip() or out.resolve() in (
+    target, source = resolved(out, "--to"), run.resolve()
+    if not str(out).strip() or target in (
         Path.cwd().resolve(),
         *Path.cwd().resolve().parents,
     ):
         raise InputError(
             f"--to {str(out)!r} is the current folder or holds it: ship into a folder of its own"
         )
-    target, source = out.resolve(), run.resolve()
     if target == source or source in target.parents or target in source.parents:
         raise InputError(
             f"--to {out} is the run it reads ({run}), lies in it or holds it: ship into a folder of its own"
@@ -268,10 +279,17 @@ def _check_target(out: Path, run: Path, replace: bool) -> None:
             f"{out} exists: ship into a new folder, or pass --replace to replace it whole (no file "
             "of it is kept unless --keep names it, its model card README.md included)"
         )
-    if not (out / "model.safetensors").is_file() or (out / "checkpoints").exists():
+    # what ship writes and nothing else does (a run's step folder, a model downloaded
+    # from elsewhere hold weights too, and were replaced)
+    shipped = all(
+        (out / n).is_file() for n in ("model.safetensors", "averaged_checkpoints.json")
+    )
+    trained = (out / "checkpoints").exists() or any(out.glob("training_state.*"))
+    if not shipped or trained:
         raise InputError(
-            f"--replace replaces a model shipped before, and {out} holds none (no model.safetensors, "
-            "or a run's checkpoints/): ship into a new folder"
+            f"--replace replaces a model shipped before, and {out} holds none (no "
+            "model.safetensors with averaged_checkpoints.json, or a run's checkpoints or "
+            "training state): ship into a new folder"
         )
 
 
@@ -422,4 +440,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

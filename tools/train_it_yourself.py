@@ -33,10 +33,11 @@ import torch
 from transformer.engine.loading import load_checkpoint
 from transformer.engine.evaluate import evaluate_checkpoint
 from transformer.engine.config import TrainConfig
-from transformer.files import atomic_write_text
+from transformer.files import atomic_write_text, earlier_results
 from transformer.engine.metrics import read_metrics
 from transformer.engine.machine import cpu_name
-from transformer.errors import TransformerError
+from transformer.engine.command_input import at_least, run_tool
+from transformer.errors import InputError, TransformerError
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "train_it_yourself.json"
@@ -58,10 +59,15 @@ def timed_training(config_path: str) -> dict:
     CPU time that the hypervisor gave to other guests meanwhile ("steal": on a shared cloud machine the same
     run takes longer when the neighbours are busy)."""
     before, t0 = cpu_ticks(), time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "transformer", "train", "--config", config_path],
-        check=True,
+    done = subprocess.run(
+        [sys.executable, "-m", "transformer", "train", "--config", config_path]
     )
+    if done.returncode:  # its own message is above; this tool has no --resume
+        raise InputError(
+            f"`transformer train` stopped (exit status {done.returncode}, its message "
+            f"above): mend what it says; a run that is there is finished with `transformer "
+            f"train --config {config_path} --resume`, then scored with --run-dir"
+        )
     wall, after = time.perf_counter() - t0, cpu_ticks()
     child = resource.getrusage(resource.RUSAGE_CHILDREN)
     timing = {
@@ -139,16 +145,33 @@ def main() -> None:
         "--run-dir", help="a finished run of the config: score it, do not train"
     )
     parser.add_argument(
-        "--threads",
-        type=int,
-        default=int(os.environ.get("OMP_NUM_THREADS", os.cpu_count())),
+        "--threads",  # 0 was recorded in the book's table
+        type=at_least(1),
+        default=None,
         help="the threads the training used (default: OMP_NUM_THREADS, else every core)",
     )
     args = parser.parse_args()
-    if args.threads < 1:  # 0 was recorded in the book's table
-        parser.error(f"--threads {args.threads}: a run uses one thread or more")
+    if args.threads is None:
+        omp = os.environ.get("OMP_NUM_THREADS", "")
+        args.threads = (
+            int(omp) if omp.isascii() and omp.isdigit() and int(omp) else os.cpu_count()
+        )
+    key = Path(args.config).stem
     try:  # a config or a run folder that is not one: one line, as the package's commands
+        results = earlier_results(OUT, {})  # read before the work
         config = TrainConfig.from_toml(args.config)
+        earlier = results.get(key, {}).get("recipe")
+        if earlier not in (None, recipe(config)):  # before the half hour of training
+            diff = sorted(
+                k
+                for k in set(earlier) | set(recipe(config))
+                if earlier.get(k) != recipe(config).get(k)
+            )
+            raise InputError(
+                f"{OUT.name} holds a run of another config called {key!r} (it differs in "
+                f"{', '.join(diff)}), which this one would replace: give the config a name "
+                "of its own (cp it to a new file)"
+            )
         timing = {} if args.run_dir else timed_training(args.config)
         entry = {
             **record(config, Path(args.run_dir or config.out_dir), args.threads),
@@ -157,11 +180,10 @@ def main() -> None:
     except TransformerError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    results = json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else {}
-    results[Path(args.config).stem] = entry
+    results[key] = entry
     atomic_write_text(OUT, json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps(entry, indent=1))
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

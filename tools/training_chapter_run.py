@@ -30,6 +30,7 @@ from transformer.engine.config import DataConfig, OptimConfig, TrainConfig
 from transformer.engine.metrics import read_metrics
 from transformer.engine.trainer import train
 from transformer.engine.machine import cpu_name
+from transformer.engine.command_input import run_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "10_training_run.json"
@@ -184,4 +185,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_tool(main)

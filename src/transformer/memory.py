@@ -143,12 +143,16 @@ def _stat(path: Path, key: str) -> int:
 
 @contextlib.contextmanager
 def out_of_memory_is_one_line(
-    what: str, device: torch.device, lower: str, error: type[Exception] = InputError
+    what: str,
+    device: torch.device | None,
+    lower: str,
+    error: type[Exception] = InputError,
 ):
     """Turn an allocation that fails inside the block (a `MemoryError`, torch's CUDA
     `OutOfMemoryError`, the `RuntimeError` of its CPU or MPS allocator) into one `error`
-    that says what ran out and what to lower: for what an estimate made beforehand
-    cannot foresee, such as a batch's activations. Any other error passes through."""
+    that says what ran out (on `device`; None where it is not known) and what to lower:
+    for what an estimate made beforehand cannot foresee, such as a batch's activations.
+    Any other error passes through."""
     texts = ("can't allocate memory", "not enough memory", "out of memory")
     try:
         yield
@@ -162,9 +166,9 @@ def out_of_memory_is_one_line(
         return
     # raised here, outside the except: the failed allocation's frames (and the tensors
     # they hold) are freed, so the memory is there again for a smaller retry
+    kind = f"{device.type} " if device is not None else ""
     raise error(
-        f"{what} ran out of {device.type} memory (an allocation was refused): "
-        f"lower {lower}"
+        f"{what} ran out of {kind}memory (an allocation was refused): lower {lower}"
     )
 
 

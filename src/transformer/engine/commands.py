@@ -20,6 +20,7 @@ from ..translation import translate
 from .distributed import select_device
 from .onnx_export import export_onnx
 from ..errors import CommandError, NonFiniteLossError
+from ..files import expand_user
 from .full_disk import after_a_full_evaluation, full_disk_is_one_line
 from .streams import say
 from .trainer import train
@@ -104,6 +105,9 @@ def run_evaluate(args) -> int:
         )
     ckpt = _load(args.model, args.device)
     out_dir = args.out_dir or evaluation_folder(args.model, ckpt, args.split)
+    if args.out_dir:  # a folder the user named: another model's scores kept there too
+        given = expand_user(out_dir)
+        _refuse_other_scores(given, ckpt, args.split, "pass another --out-dir")
     args.paths = [out_dir]  # chosen for the user when --out-dir is not given
     with full_disk_is_one_line(out_dir, after_a_full_evaluation):
         report = evaluate_checkpoint(
@@ -140,9 +144,16 @@ def evaluation_folder(model: str, checkpoint, split: str) -> Path:
     elif name == "checkpoints":  # a run's checkpoints/ folder: the run's name
         name = given.parent.name or "model"
     out = Path("evaluation") / name
+    _refuse_other_scores(out, checkpoint, split, "pass --out-dir to keep both")
+    return out
+
+
+def _refuse_other_scores(out: Path, checkpoint, split: str, instead: str) -> None:
+    """Refuse an `out` folder that holds another model's scores of `split`, which
+    evaluate would replace (a run's later evaluation replaces its earlier)."""
     earlier = out / f"{split}.json"
     if not (earlier.exists() or earlier.is_symlink()):
-        return out
+        return
     try:
         theirs = json.loads(earlier.read_text(encoding="utf-8"))["checkpoint"]
     except (OSError, ValueError, TypeError, KeyError):  # not one of our reports
@@ -151,10 +162,9 @@ def evaluation_folder(model: str, checkpoint, split: str) -> Path:
         theirs = "no model: it is not an evaluation's report"
     if _model_root(theirs) != _model_root(checkpoint.path):
         raise CommandError(
-            f"{earlier} holds the scores of {theirs}, not of this model: pass "
-            "--out-dir to keep both, or move the folder away"
+            f"{earlier} holds the scores of {theirs}, not of this model: {instead}, "
+            "or move the folder away"
         )
-    return out
 
 
 def _model_root(path) -> str:

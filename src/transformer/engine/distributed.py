@@ -94,6 +94,12 @@ def join_process_group(device: torch.device, info: "DistInfo") -> None:
             raise ConfigError(
                 f"WORLD_SIZE={info.world_size}, but {name} is not set: {_TORCHRUN}"
             )
+    port = os.environ["MASTER_PORT"].strip()  # MASTER_PORT=abc was a traceback
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise ConfigError(
+            f"MASTER_PORT={port!r:.20} is no port (a whole number from 1 to 65535): "
+            f"{_TORCHRUN}"
+        )
     if device.type == "cuda":
         torch.cuda.set_device(device)
     done, failed = threading.Event(), []

@@ -23,7 +23,7 @@ from ..errors import InputError, InputTypeError
 from .digests import write_digests
 from .full_disk import full_disk_is_one_line
 from ..files import atomic_folder, atomic_write_bytes, output_folder
-from ..files import remove_leftovers
+from ..files import remove_leftovers, resolved
 from ..tokenizer import BOS_ID, EOS_ID, PAD_ID
 from ..visualize import recording_weights
 
@@ -160,7 +160,8 @@ def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
             f"out_dir={str(out)!r} names no new folder: "
             "give a folder name, e.g. de-en-onnx"
         )
-    here, target, model = Path.cwd().resolve(), out.resolve(), model_dir.resolve()
+    here, model = Path.cwd().resolve(), model_dir.resolve()
+    target = resolved(out, "out_dir=")
     if (
         target in (here, *here.parents)
         or target in (model, *model.parents)
