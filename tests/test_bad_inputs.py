@@ -5168,6 +5168,14 @@ def test_evaluate_refuses_a_default_folder_holding_another_models_scores(
     )
     assert status == 0, err
     assert (tmp_path / "evaluation" / f"run-{step.name}" / "val.json").is_file()
+    # the fifteenth trial: a folder given by --out-dir was overwritten without a word
+    mine = ["--out-dir", "evaluation/run", *options]
+    before = listing(tmp_path / "evaluation")
+    assert_one_line_error(
+        *run_main(["evaluate", "--model", "y/run", *mine], None, capsys, monkeypatch),
+        "not of this model: pass another --out-dir",
+    )
+    assert listing(tmp_path / "evaluation") == before
 
 
 def test_the_done_line_of_a_resume_with_nothing_left_to_train_says_so(

@@ -549,3 +549,38 @@ def test_ship_model_never_replaces_a_folder_made_meanwhile_nor_shows_a_full_disk
     twice[twice.index("--checkpoints") + 1 : -2] = [latest(tiny_run).name] * 2
     assert tool.main(twice) == 2
     assert "names a checkpoint twice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "tool, argv",
+    [
+        ("modern_block_runs", ["--only", "rms:0"]),
+        ("null_calibration", ["--seeds-only"]),
+        ("attention_cost", ["--lengths", "64"]),
+        ("attention_cost", ["--training"]),
+        ("train_it_yourself", ["--config", "{config}"]),
+    ],
+)
+def test_tools_read_the_results_they_add_to_before_they_work(
+    tool, argv, tmp_path, monkeypatch, capsys
+):
+    """The fifteenth trial: a cut or damaged results JSON was a traceback, at the start
+    or after the whole measurement (train_it_yourself's scores were lost)."""
+    from transformer.engine.command_input import run_tool
+
+    module = load_tool(tool)
+    damaged = tmp_path / "results.json"
+    damaged.write_text('{"runs": [')
+    monkeypatch.setattr(module, "OUT", damaged, raising=False)
+    for key, budget in getattr(module, "BUDGETS", {}).items():
+        monkeypatch.setitem(
+            module.BUDGETS, key, dataclasses.replace(budget, out=damaged)
+        )
+    config = ROOT / "configs" / "tiny.toml"
+    argv = [a.format(config=config) for a in argv]
+    monkeypatch.setattr(sys, "argv", [f"{tool}.py", *argv])
+    with pytest.raises(SystemExit) as info:
+        run_tool(module.main)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "cannot be read as results (not JSON)" in err, err
+    assert damaged.read_text() == '{"runs": [' and len(list(tmp_path.iterdir())) == 1
