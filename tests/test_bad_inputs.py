@@ -5651,3 +5651,25 @@ def test_a_missing_data_file_of_a_relative_name_says_where_it_was_looked_for(
         *run_main(argv, None, capsys, monkeypatch),
         f"a relative name is read from the current folder, from {tmp_path / 'elsewhere'}",
     )
+
+
+# ---- Left by the fifteenth trial (issue 54) ------------------------------------------
+
+
+def test_a_data_variable_that_names_a_file_is_refused_not_passed_over(
+    tmp_path, monkeypatch
+):
+    """TRANSFORMER_DATA=/dev/null (or a file) was skipped without a word, and the
+    corpora came from elsewhere."""
+    from transformer.engine.corpus_files import data_search_path
+    from transformer.errors import CorpusNotFoundError
+
+    for name in ("/dev/null", str(tmp_path / "notes.txt")):
+        (tmp_path / "notes.txt").write_text("mine")
+        monkeypatch.setenv("TRANSFORMER_DATA", name)
+        with pytest.raises(
+            CorpusNotFoundError, match=f"TRANSFORMER_DATA={name} is not"
+        ):
+            data_search_path()
+    monkeypatch.setenv("TRANSFORMER_DATA", str(tmp_path))
+    assert data_search_path()[0] == tmp_path

@@ -22,6 +22,7 @@ Chromium and `playwright` (requirements.txt).
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -398,6 +399,7 @@ def main() -> int:
         return 2
     finally:
         stop(server)
+        shutil.rmtree(scratch, ignore_errors=True)  # its settings, made for this run
     return 1 if failed else 0
 
 
