@@ -5321,7 +5321,7 @@ def stats_cases():
             "paired_bootstrap of NaN statistics (gap 0, p = 1)",
             lambda: stats.paired_bootstrap(stat * math.nan, stat),
             "InputError",
-            "NaN or infinite counts",
+            "NaN, infinite or negative counts",
         ),
         (
             "bleu_statistics of 3 translations and 2 references (a row dropped)",
@@ -5383,7 +5383,7 @@ def stats_cases():
         ),
         (
             "PairedGap.interval(0.05), a level for a coverage (taken)",
-            lambda: stats.paired_bootstrap(stat, stat, resamples=9).interval(0.05),
+            lambda: stats.paired_bootstrap(stat, stat, resamples=20).interval(0.05),
             "InputError",
             "a coverage lies in [0.5, 1) (did you mean 0.95?)",
         ),
@@ -5407,11 +5407,86 @@ def stats_cases():
         ),
         (
             "PairedGap.interval(2)",
-            lambda: stats.paired_bootstrap(stat, stat, resamples=9).interval(2),
+            lambda: stats.paired_bootstrap(stat, stat, resamples=20).interval(2),
             "InputError",
             "level=2",
         ),
+        # the fifteenth trial's: each a raw error, a silent wrong number or bad advice
+        (
+            "bleu_of of a list (TypeError)",
+            lambda: stats.bleu_of([1, 2, 3]),
+            "InputTypeError",
+            "totals must be summed BLEU statistics, a tensor (..., 10)",
+        ),
+        (
+            "bleu_of of NaN counts (was 0)",
+            lambda: stats.bleu_of(stat[0] * math.nan),
+            "InputError",
+            "totals holds NaN, infinite or negative counts",
+        ),
+        (
+            "bleu_of of a (3,) tensor (was 0)",
+            lambda: stats.bleu_of(torch.zeros(3)),
+            "InputError",
+            "real and (..., 10)",
+        ),
+        (
+            "holm of a 2-d tensor",
+            lambda: stats.holm(torch.zeros(2, 2)),
+            "InputError",
+            "p_values is a tensor of shape (2, 2): give a 1-d tensor",
+        ),
+        (
+            "holm of a str among numbers (said: must lie in [0, 1])",
+            lambda: stats.holm([0.1, "0.2"]),
+            "InputTypeError",
+            "p_values[1] is a str: p-values are numbers",
+        ),
+        (
+            "mean_sd([1e308, 1e308]) was (inf, inf)",
+            lambda: stats.mean_sd([1e308, 1e308]),
+            "InputError",
+            "values[0]=1e+308: a score beyond ±1e+150 overflows its square",
+        ),
+        (
+            "paired_bootstrap(resamples=1) gave the interval (-inf, inf)",
+            lambda: stats.paired_bootstrap(stat, stat, resamples=1),
+            "InputError",
+            "resamples=1: a whole number of test sets, at least 20",
+        ),
+        (
+            "paired_bootstrap of negative counts",
+            lambda: stats.paired_bootstrap(-stat, -stat),
+            "InputError",
+            "a holds NaN, infinite or negative counts",
+        ),
+        (
+            "compare of one pair in both orders (Holm counted it twice)",
+            lambda: stats.compare({("a", "b"): three, ("b", "a"): three}),
+            "InputError",
+            "b and a are compared twice (in both orders)",
+        ),
     ]
+
+
+def test_a_level_far_out_of_range_gets_no_advice_that_is_refused_too():
+    """t_quantile(1e-300, 3) said 'did you mean 1?', and 1 is refused as well."""
+    from transformer import stats
+
+    with pytest.raises(InputError) as info:
+        stats.t_quantile(1e-300, 3)
+    assert str(info.value) == "level=1e-300: a coverage lies in [0.5, 1)"
+    with pytest.raises(InputError, match=r"did you mean 0\.95\?"):
+        stats.t_quantile(0.05, 3)
+
+
+def test_holm_and_mean_sd_take_a_1d_tensor_as_its_numbers():
+    """holm(tensor([0.01, 0.04])) said the p-values were not in [0, 1]."""
+    from transformer import stats
+
+    p = torch.tensor([0.01, 0.04], dtype=torch.float64)
+    assert stats.holm(p) == stats.holm([0.01, 0.04])
+    assert stats.mean_sd(p) == stats.mean_sd([0.01, 0.04])
 
 
 @pytest.mark.parametrize("case", [c[0] for c in stats_cases()])
@@ -5447,14 +5522,14 @@ def test_the_statistics_take_generators_numpy_numbers_and_a_mapping_proxy():
     assert stats.holm(np.array([0.01, 0.04])) == stats.holm([0.01, 0.04])
     refs = ["a dog runs on grass", "two cats sleep"]
     systems = {"a": ["a dog runs", "two cats sleep"], "b": refs}
-    plain = stats.paired_bleu_test(systems, refs, resamples=19)
+    plain = stats.paired_bleu_test(systems, refs, resamples=20)
     proxy = stats.paired_bleu_test(
-        types.MappingProxyType(systems), iter(refs), resamples=19
+        types.MappingProxyType(systems), iter(refs), resamples=20
     )
     assert [str(c) for c in proxy] == [str(c) for c in plain]
     runs = [(systems["a"], systems["b"])] * 2
     assert (
-        stats.paired_over_seeds(runs, iter(refs), resamples=19).gaps
+        stats.paired_over_seeds(runs, iter(refs), resamples=20).gaps
         == [plain[1].bleu - plain[0].bleu] * 2
     )
 
@@ -5673,3 +5748,57 @@ def test_a_data_variable_that_names_a_file_is_refused_not_passed_over(
             data_search_path()
     monkeypatch.setenv("TRANSFORMER_DATA", str(tmp_path))
     assert data_search_path()[0] == tmp_path
+
+
+def test_tiled_attention_gives_nan_where_attention_does_not_a_silent_zero():
+    """A NaN in Q or an infinite key gave zeros in tiled_attention, NaN in attention
+    and in SDPA: a divergence was hidden."""
+    from transformer import attention, tiled_attention
+
+    g = torch.Generator().manual_seed(0)
+    Q, K, V = (
+        torch.randn(2, n, 8, generator=g, dtype=torch.float64) for n in (5, 7, 7)
+    )
+    Qn, Ki = Q.clone(), K.clone()
+    Qn[0, 1, 0], Ki[1, 2, 3] = math.nan, math.inf
+    for q, k in ((Qn, K), (Q, Ki)):
+        tiled, plain = tiled_attention(q, k, V, block=2), attention(q, k, V)[0]
+        assert torch.equal(tiled.isnan(), plain.isnan()) and tiled.isnan().any()
+        assert torch.allclose(tiled.nan_to_num(), plain.nan_to_num())
+
+
+@pytest.mark.parametrize(
+    "state_dicts, phrase",
+    [  # each averaged without a word before, or named the wrong fault
+        ([{}, {}], "state_dicts[0] is empty: the state dicts hold no weights"),
+        (
+            [{"x": torch.tensor([1.0])}, {"x": torch.tensor([math.nan])}],
+            "state_dicts[1]['x'] holds NaN or infinite weights",
+        ),
+        (
+            [{"x": torch.tensor([1.0])}, {"x": torch.tensor([1.0]).double()}],
+            "state_dicts[1]['x'] is torch.float64 on cpu, but the first",
+        ),
+        (
+            [{"x": torch.tensor([1.0])}, {"x": torch.tensor([1.0], device="meta")}],
+            "state_dicts[1]['x'] is torch.float32 on meta, but the first",
+        ),
+    ],
+)
+def test_average_weights_refuses_empty_non_finite_and_mixed_state_dicts(
+    state_dicts, phrase
+):
+    from transformer.averaging import average_weights
+
+    with pytest.raises(InputError) as info:
+        average_weights(state_dicts)
+    assert phrase in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_average_weights_returns_weights_without_a_graph():
+    """A parameter's tensors gave an average with a grad_fn, holding the graph."""
+    from transformer.averaging import average_weights
+
+    w = torch.nn.Linear(2, 2)
+    mean = average_weights([dict(w.named_parameters())] * 2)
+    assert all(t.grad_fn is None and not t.requires_grad for t in mean.values())

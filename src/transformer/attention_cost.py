@@ -75,7 +75,9 @@ def _tiled_forward(Q, K, V, mask, block, offset):
             l = l * rescale + p.sum(-1, keepdim=True)
             o = o * rescale + p @ V[..., k0:k1, :]
             m = m_new
-        seen, l = l > 0, l.clamp_min(torch.finfo(l.dtype).tiny)  # no 0 / 0
+        # l = 0: no allowed key, zeros; l = NaN (a NaN or infinite input) stays NaN,
+        # as in `attention`, never a silent zero
+        seen, l = l != 0, l.clamp_min(torch.finfo(l.dtype).tiny)  # no 0 / 0
         O[..., q0:q1, :] = torch.where(seen, o / l, 0.0)
         L[..., q0:q1, :] = torch.where(seen, m + torch.log(l), math.inf)
     return O, L

@@ -6,11 +6,13 @@ __all__ = ['average_weights']
 # %% ../../notebooks/13_results.ipynb #average-weights
 from collections.abc import Sequence
 
+import torch
 from torch import Tensor
 
 from .checks import check_state_dicts
 
 
+@torch.no_grad()  # a checkpoint's weights, not a step of a computation to train
 def average_weights(state_dicts: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
     """The element-wise mean of the state dicts of n checkpoints of one model, summed in
     float64."""

@@ -235,26 +235,43 @@ def check_state_dicts(state_dicts) -> list:
     first = given[0]
     for i, sd in enumerate(given):
         if not (
-            isinstance(sd, Mapping)
-            and sd
-            and all(isinstance(t, Tensor) for t in sd.values())
+            isinstance(sd, Mapping) and all(isinstance(t, Tensor) for t in sd.values())
         ):
             raise InputTypeError(
                 f"state_dicts[{i}] must be a model's state_dict() (names to tensors), "
                 f"got {type(sd).__name__}"
             )
-        kind = next((k for k, t in sd.items() if not t.is_floating_point()), None)
-        if kind is not None:
+        if not sd:
             raise InputError(
-                f"state_dicts[{i}][{kind!r}] is {sd[kind].dtype}: only floating-point "
-                "weights are averaged"
+                f"state_dicts[{i}] is empty: the state dicts hold no weights (give each "
+                "checkpoint's model.state_dict())"
             )
         if set(sd) != set(first) or any(sd[k].shape != first[k].shape for k in first):
             raise InputError(
                 "the checkpoints hold different tensors: average checkpoints of one "
                 "model (names and shapes are all this can check: take them from one run)"
             )
+        for k, t in sd.items():
+            _check_weight(f"state_dicts[{i}][{k!r}]", t, first[k])
     return given
+
+
+def _check_weight(name: str, t, first) -> None:
+    """One weight to average: floating-point, finite, of the first state dict's dtype
+    and device (a mixed set would be averaged in the first one's without a word)."""
+    if not t.is_floating_point():
+        raise InputError(
+            f"{name} is {t.dtype}: only floating-point weights are averaged"
+        )
+    if (t.dtype, t.device) != (first.dtype, first.device):
+        raise InputError(
+            f"{name} is {t.dtype} on {t.device}, but the first state dict's is "
+            f"{first.dtype} on {first.device}: convert them alike (.to(...)) first"
+        )
+    if t.device.type != "meta" and not bool(t.isfinite().all()):
+        raise InputError(
+            f"{name} holds NaN or infinite weights: that checkpoint diverged, leave it out"
+        )
 
 # %% ../../notebooks/14_seeing_attention.ipynb #index-door
 def check_index(name: str, index, count: int) -> None:

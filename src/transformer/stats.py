@@ -14,9 +14,9 @@ import torch
 from sacrebleu.metrics import BLEU
 
 from .stats_checks import check_dof, check_family, check_groups, check_level
-from .stats_checks import check_numbers, check_p_values, check_runs
-from .stats_checks import check_scored, check_statistics, check_systems
-from .stats_checks import check_t
+from .stats_checks import check_p_values, check_runs, check_scored
+from .stats_checks import check_spread, check_statistics, check_systems
+from .stats_checks import check_t, check_totals
 
 # %% ../../notebooks/12_evaluation.ipynb #paired-test-code
 RESAMPLES = 1000  # resampled test sets per paired test (sacreBLEU's default too)
@@ -42,6 +42,7 @@ def bleu_statistics(
 def bleu_of(totals: torch.Tensor) -> torch.Tensor:
     """Corpus BLEU from summed statistics, (..., 10) -> (...), as sacreBLEU computes it
     (its default smoothing: the k-th order without a single match counts 1 / 2^k)."""
+    check_totals(totals)  # a real (..., 10) of counts: stats_checks.py
     c, r = totals[..., 0], totals[..., 1]  # (...): hypothesis, reference length
     matched, total = totals[..., 2:6], totals[..., 6:10]  # (..., 4)
     halvings = (matched == 0).cumsum(-1).double()
@@ -197,9 +198,7 @@ def holm_levels(p_values: Sequence[float], level: float = LEVEL) -> list[float]:
 # %% ../../notebooks/12_evaluation.ipynb #seeds-code
 def mean_sd(values: Sequence[float]) -> tuple[float, float]:
     """The mean and the sample standard deviation (n - 1) of two or more values."""
-    xs = check_numbers(
-        values, "values", least=2, why="a standard deviation needs two or more"
-    )
+    xs = check_spread(values)  # two or more, finite, squares that fit: stats_checks.py
     m = sum(xs) / len(xs)
     return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
 
