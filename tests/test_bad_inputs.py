@@ -5802,3 +5802,15 @@ def test_average_weights_returns_weights_without_a_graph():
     w = torch.nn.Linear(2, 2)
     mean = average_weights([dict(w.named_parameters())] * 2)
     assert all(t.grad_fn is None and not t.requires_grad for t in mean.values())
+
+
+def test_an_unknown_model_config_keyword_is_the_config_files_one_line():
+    """ModelConfig(..., foo=1) raised Python's raw TypeError."""
+    from transformer import ModelConfig
+
+    with pytest.raises(ConfigError) as info:
+        ModelConfig(10, 10, foo=1)
+    assert str(info.value).startswith(
+        "unknown setting(s) ['foo'] in ModelConfig; the known settings there are "
+        "['src_vocab_size', 'tgt_vocab_size', 'd_model'"
+    )

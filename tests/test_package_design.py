@@ -313,7 +313,7 @@ ONE_HOME = {
     "rotate pairs of dimensions": "modern.py",  # rotary_angles
     "must be a positive even number": "embedding.py",  # the sinusoid
     "a stack needs at least one layer": "blocks.py",  # layer_stack
-    "unknown setting(s)": "engine/config_parsing.py",  # pydantic's report, rewritten once
+    "unknown setting(s)": "engine/model_config.py",  # a file's keys and Python's keywords
     # chapter 08's config, whose vocabulary rules the engine's ModelConfig asks too
     "is not a token id of both vocabularies": "model_checks.py",
     "needs one shared vocabulary": "model_checks.py",

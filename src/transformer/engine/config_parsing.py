@@ -27,6 +27,7 @@ from transformer.engine.model_config import (
     range_of,
     shown,
     type_adapter,
+    unknown_settings,
 )
 
 if TYPE_CHECKING:
@@ -136,10 +137,7 @@ def _config_error(err: ValidationError, cls, prefix: str = "") -> ConfigError:
                 "remove it from the config"
             )
         place = f"in [{where}]" if where else "at the top level"
-        known = [f.name for f in dataclasses.fields(section)]
-        return ConfigError(
-            f"unknown setting(s) {keys} {place}; the known settings there are {known}"
-        )
+        return unknown_settings(keys, place, section)
     e = errors[0]
     # text that JSON cannot carry: a lone surrogate, from a file that is not UTF-8
     if e["type"] == "json_invalid":
