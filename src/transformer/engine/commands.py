@@ -152,7 +152,10 @@ def _refuse_other_scores(out: Path, checkpoint, split: str, instead: str) -> Non
     """Refuse an `out` folder that holds another model's scores of `split`, which
     evaluate would replace (a run's later evaluation replaces its earlier)."""
     earlier = out / f"{split}.json"
-    if not (earlier.exists() or earlier.is_symlink()):
+    try:  # a folder there, a name too long: said where the report is written
+        if not earlier.is_file():
+            return
+    except OSError:
         return
     try:
         theirs = json.loads(earlier.read_text(encoding="utf-8"))["checkpoint"]
