@@ -5634,6 +5634,10 @@ def test_the_wait_for_torchruns_other_processes_is_said_and_their_errors_raised(
         monkeypatch.setenv("MASTER_PORT", port)
         with pytest.raises(ConfigError, match=f"MASTER_PORT='{port}' is no port"):
             distributed.join_process_group(torch.device("cpu"), info)
+    monkeypatch.setenv("MASTER_PORT", "29500")  # and an address that is none was
+    monkeypatch.setenv("MASTER_ADDR", "no.such.host.invalid")  # waited on
+    with pytest.raises(ConfigError, match="MASTER_ADDR='no.such.host.invalid' cannot"):
+        distributed.join_process_group(torch.device("cpu"), info)
 
 
 def test_the_twelfth_trials_minor_faults_at_the_python_doors(tiny_run, tmp_path):
@@ -5814,3 +5818,19 @@ def test_an_unknown_model_config_keyword_is_the_config_files_one_line():
         "unknown setting(s) ['foo'] in ModelConfig; the known settings there are "
         "['src_vocab_size', 'tgt_vocab_size', 'd_model'"
     )
+
+
+def test_a_symlink_loop_on_the_way_of_a_config_or_an_out_dir_is_named(
+    tmp_path, monkeypatch, capsys
+):
+    """`--config l1/x.toml` said the file "does not exist", `--out-dir l1/run` that no
+    folder could be made in "." (l1 and l2 point at each other)."""
+    (tmp_path / "l1").symlink_to(tmp_path / "l2")
+    (tmp_path / "l2").symlink_to(tmp_path / "l1")
+    monkeypatch.chdir(tmp_path)
+    tiny = str(ROOT / "configs" / "tiny.toml")
+    for argv in (["--config", "l1/x.toml"], ["--config", tiny, "--out-dir", "l1/r"]):
+        assert_one_line_error(
+            *run_main(["train", *argv], None, capsys, monkeypatch),
+            "a symbolic link on its way points back to itself (a loop)",
+        )

@@ -243,8 +243,8 @@ def resolved(path: str | Path, name: str, error: type[Exception] = InputError) -
         return Path(path).resolve()
     except (RuntimeError, OSError):
         raise error(
-            f"{name} {path}: a symbolic link on its way points back to itself (a loop): "
-            "mend the link, or give another path"
+            f"{name}{'' if name.endswith('=') else ' '}{path}: a symbolic link on its way "
+            "points back to itself (a loop): mend the link, or give another path"
         ) from None
 
 
@@ -322,6 +322,7 @@ def output_folder(
         raise error(
             f"{name}={str(path)!r} holds the control character {bad!r}: give a name without one"
         )
+    resolved(out, f"{name}=", error)  # a link loop on the way: said so
     return out
 
 

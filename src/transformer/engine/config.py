@@ -24,6 +24,7 @@ from transformer.engine.config_parsing import (
     strict_copy,
 )
 from .corpus_files import MULTI30K_SPLITS
+from ..files import resolved
 from ..errors import ConfigError
 from ..tokenizer import PAD_ID
 from .model_config import BUILDING, ModelConfig, check_setting
@@ -369,6 +370,7 @@ class TrainConfig:
             raise ConfigError(f"a config file is a path, got {type(path).__name__}")
         path = Path(path)
         if not path.exists():
+            resolved(path, "config file", ConfigError)  # a link loop: said so
             raise ConfigError(
                 f"config file {str(path)!r} does not exist (the configs live in "
                 "configs/*.toml; from_toml takes a path, not the TOML text)"

@@ -7,6 +7,7 @@ __all__ = ['JOIN_NOTE_S', 'select_device', 'DistInfo', 'check_launch', 'join_pro
 # %% ../../../notebooks/94_distributed.ipynb #940f69e1
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -100,6 +101,14 @@ def join_process_group(device: torch.device, info: "DistInfo") -> None:
             f"MASTER_PORT={port!r:.20} is no port (a whole number from 1 to 65535): "
             f"{_TORCHRUN}"
         )
+    address = os.environ["MASTER_ADDR"].strip()
+    try:  # a name that is none was waited on, with a warning a second, until Ctrl-C
+        socket.getaddrinfo(address, int(port))
+    except (OSError, UnicodeError) as e:
+        raise ConfigError(
+            f"MASTER_ADDR={address!r:.60} cannot be resolved ({e}): set it to the "
+            f"address of the machine of rank 0; {_TORCHRUN}"
+        ) from None
     if device.type == "cuda":
         torch.cuda.set_device(device)
     done, failed = threading.Event(), []
