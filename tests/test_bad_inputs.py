@@ -429,6 +429,11 @@ def change_a_tokenizer_piece(m: Path) -> None:
 
 
 MODEL_CASES += [  # tenth trial: an integer of thousands of digits (Python's 4,300-digit limit)
+    (  # the fourteenth: json keeps the last of two without a word
+        "decoding.json with a setting given twice",
+        lambda m: (m / "decoding.json").write_text('{"beam_size": 4, "beam_size": 1}'),
+        "the key 'beam_size' is given twice",
+    ),
     (
         "decoding.json with a beam of 5,000 digits",
         lambda m: (m / "decoding.json").write_text('{"beam_size": ' + "9" * 5000 + "}"),

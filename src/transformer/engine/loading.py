@@ -252,6 +252,16 @@ def load_tokenizers(
     return (tokenizers[0], tokenizers[0]) if shared else (tokenizers[0], tokenizers[1])
 
 # %% ../../../notebooks/93_checkpoints.ipynb #decoding-file
+def _one_of_each(pairs: list) -> dict:
+    """A JSON object as a dict, or a ValueError for a key it holds twice (json keeps
+    the last without a word)."""
+    keys = [k for k, _ in pairs]
+    twice = next((k for k in keys if keys.count(k) > 1), None)
+    if twice is not None:
+        raise ValueError(f"the key {twice[:40]!r} is given twice")
+    return dict(pairs)
+
+
 def read_decoding(directory: Path, tgt_vocab_size: int) -> dict:
     """The beam size and length penalty a model folder recommends: its
     `decoding.json`, checked, else `DEFAULT_DECODING`; read once, at load."""
@@ -261,7 +271,8 @@ def read_decoding(directory: Path, tgt_vocab_size: int) -> dict:
     fix = f"fix it, or delete it to decode with {DEFAULT_DECODING}"
     try:
         chosen = json.loads(
-            read_regular_file(path, 1 << 16, CheckpointError).decode("utf-8")
+            read_regular_file(path, 1 << 16, CheckpointError).decode("utf-8"),
+            object_pairs_hook=_one_of_each,  # {"beam_size": 4, "beam_size": 1}: which?
         )
     except OSError as e:
         raise CheckpointError(f"{path} cannot be read ({e.strerror}): {fix}") from None
