@@ -2706,6 +2706,11 @@ def test_damaged_onnx_exports_are_refused_by_name_and_never_read_endlessly(
             swap_graphs,
             "encoder.onnx has 2 outputs, not 1",
         ),
+        (  # the fourteenth trial: special ids other than the tokenizers' were taken
+            "translator.json",
+            lambda p: edit_json(p, eos_id=5) or write_digests(p.parent, EXPORTED),
+            "translator.json's eos_id is 5, source.model's 3",
+        ),
     ]
     for i, (name, damage, phrase) in enumerate(damages):
         copy = tmp_path / f"damaged-{i}"

@@ -212,6 +212,13 @@ class OnnxTranslator:
                     f"{what} has {width} along axis {index}, "
                     f"translator.json's {key} is {m.get(key)!r}"
                 )
+        for key in ("pad_id", "bos_id", "eos_id"):  # the tokenizers' own special ids
+            for name, sp in (("source", self.src_sp), ("target", self.tgt_sp)):
+                own = getattr(sp, key)()
+                if own != m[key]:
+                    raise self._misfit(
+                        f"translator.json's {key} is {m[key]}, {name}.model's {own}"
+                    )
 
     @staticmethod
     def _session(onnxruntime, path: Path, options):
