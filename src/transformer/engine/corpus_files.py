@@ -81,8 +81,8 @@ def data_search_path(root: str | Path | None = None) -> list[Path]:
     dirs = [default_data_dir()] if env_set else []  # $TRANSFORMER_DATA
     if env_set and dirs[0].exists() and not dirs[0].is_dir():  # was passed over
         raise CorpusNotFoundError(
-            f"{DATA_ENV_VAR}={dirs[0]} is not a folder: set it to the folder that holds "
-            "the corpora, or unset it (the course's data/ is found without it)"
+            f"{DATA_ENV_VAR}={dirs[0]} is not a folder: set it to the folder that "
+            "holds the corpora, or unset it (the course's data/ is found without it)"
         )
     course = course_data_dir()
     if course is not None:
