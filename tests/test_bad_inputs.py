@@ -5395,7 +5395,7 @@ def stats_cases():
             "PairedGap.interval(0.05), a level for a coverage (taken)",
             lambda: stats.paired_bootstrap(stat, stat, resamples=20).interval(0.05),
             "InputError",
-            "a coverage lies in [0.5, 1) (did you mean 0.95?)",
+            "a coverage lies in [0.5, 1 - 1e-12] (did you mean 0.95?)",
         ),
         (
             "permutation_p of 1 and 199,999 values (200,000 splits, about an hour)",
@@ -5456,7 +5456,50 @@ def stats_cases():
             "mean_sd([1e308, 1e308]) was (inf, inf)",
             lambda: stats.mean_sd([1e308, 1e308]),
             "InputError",
-            "values[0]=1e+308: a score beyond ±1e+150 overflows its square",
+            "values[0]=1e+308: a score beyond ±1e+150 could overflow",
+        ),
+        (  # the review: a t quantile past 1e15 was cut there without a word
+            "t_quantile(1 - 1e-15, 1)",
+            lambda: stats.t_quantile(1 - 1e-15, 1),
+            "InputError",
+            "a coverage lies in [0.5, 1 - 1e-12]",
+        ),
+        (  # and a gap beyond ±1e150 reached mean_sd through compare, unnamed
+            "compare of gaps beyond 1e150",
+            lambda: stats.compare(
+                {
+                    ("a", "b"): stats.SeedPairs(
+                        [1e200] * 3, [], 1.0, [1.0] * 3, [2.0] * 3
+                    )
+                }
+            ),
+            "InputError",
+            "b against a: gaps[0]=1e+200: a score beyond",
+        ),
+        (  # a family of 2 judges at 0.025: 20 resamples can never get there
+            "compare of two comparisons tested with 20 resamples",
+            lambda: stats.compare(
+                dict.fromkeys(
+                    [("a", "b"), ("a", "c")],
+                    stats.SeedPairs(
+                        [1.0] * 3,
+                        [0.05] * 3,
+                        1.0,
+                        [1.0] * 3,
+                        [2.0] * 3,
+                        [stats.paired_bootstrap(stat, stat, resamples=20)] * 3,
+                    ),
+                )
+            ),
+            "InputError",
+            "in a family of 2 at level 0.05, no p-value falls below Holm's levels "
+            "with fewer than 40",
+        ),
+        (  # a meta tensor was torch's RuntimeError
+            "bleu_of a meta tensor",
+            lambda: stats.bleu_of(torch.zeros(10, device="meta")),
+            "InputError",
+            "totals is on the meta device, which holds no numbers",
         ),
         (
             "paired_bootstrap(resamples=1) gave the interval (-inf, inf)",
@@ -5773,9 +5816,11 @@ def test_tiled_attention_gives_nan_where_attention_does_not_a_silent_zero():
     Q, K, V = (
         torch.randn(2, n, 8, generator=g, dtype=torch.float64) for n in (5, 7, 7)
     )
-    Qn, Ki = Q.clone(), K.clone()
+    Qn, Ki, Qi = Q.clone(), K.clone(), Q.clone()
     Qn[0, 1, 0], Ki[1, 2, 3] = math.nan, math.inf
-    for q, k in ((Qn, K), (Q, Ki)):
+    # every score of a row -inf (the review: it was taken for a row with no key)
+    Qi[0, 2], Kp = -math.inf, K.abs() + 0.1
+    for q, k in ((Qn, K), (Q, Ki), (Qi, Kp)):
         tiled, plain = tiled_attention(q, k, V, block=2), attention(q, k, V)[0]
         assert torch.equal(tiled.isnan(), plain.isnan()) and tiled.isnan().any()
         assert torch.allclose(tiled.nan_to_num(), plain.nan_to_num())

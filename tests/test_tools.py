@@ -286,6 +286,10 @@ def test_tools_never_overwrite_a_file_or_delete_a_folder_of_the_users(
     earlier.write_text('{"what": "an earlier result"}')
     assert result_file(earlier) == earlier
     assert result_file(tmp_path / "new.json") == tmp_path / "new.json"
+    (tmp_path / "l1").symlink_to(tmp_path / "l2")  # a loop was found after the work
+    (tmp_path / "l2").symlink_to(tmp_path / "l1")
+    with pytest.raises(InputError, match="points back to itself"):
+        result_file(tmp_path / "l1" / "r.json")
     folder = tmp_path / "v"
     (folder / "sub").mkdir(parents=True)
     (folder / "sub" / "thesis.txt").write_text("mine")
@@ -584,3 +588,22 @@ def test_tools_read_the_results_they_add_to_before_they_work(
     err = capsys.readouterr().err
     assert info.value.code == 2 and "cannot be read as results (not JSON)" in err, err
     assert damaged.read_text() == '{"runs": [' and len(list(tmp_path.iterdir())) == 1
+
+
+def test_train_it_yourself_refuses_a_damaged_entry_before_it_trains(
+    tmp_path, monkeypatch, capsys
+):
+    """The review: an entry that is no object (or whose recipe is none) was a
+    traceback; the file is JSON, so only the entry can say it."""
+    from transformer.engine.command_input import run_tool
+
+    module = load_tool("train_it_yourself")
+    for entry in ("5", '{"recipe": [1]}'):
+        (tmp_path / "results.json").write_text(f'{{"tiny": {entry}}}')
+        monkeypatch.setattr(module, "OUT", tmp_path / "results.json")
+        argv = ["train_it_yourself.py", "--config", str(ROOT / "configs" / "tiny.toml")]
+        monkeypatch.setattr(sys, "argv", argv)
+        with pytest.raises(SystemExit) as info:
+            run_tool(module.main)
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and "entry 'tiny' is damaged" in err, err

@@ -160,7 +160,13 @@ def main() -> None:
     try:  # a config or a run folder that is not one: one line, as the package's commands
         results = earlier_results(OUT, {})  # read before the work
         config = TrainConfig.from_toml(args.config)
-        earlier = results.get(key, {}).get("recipe")
+        entry = results.get(key, {})
+        earlier = entry.get("recipe") if isinstance(entry, dict) else "damaged"
+        if not isinstance(earlier, (dict, type(None))):
+            raise InputError(
+                f"{OUT.name}'s entry {key!r} is damaged: restore the file (git checkout "
+                f"-- {OUT}), or move it aside"
+            )
         if earlier not in (None, recipe(config)):  # before the half hour of training
             diff = sorted(
                 k

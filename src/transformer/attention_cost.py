@@ -37,17 +37,19 @@ def _key_blocks(q0: int, q1: int, S: int, block: int, offset: int | None):
 
 
 def _block_scores(Q, K, mask, q0, q1, k0, k1, offset, diagonal):
-    """(..., q1 - q0, k1 - k0) scores of one tile, -inf where a key is masked."""
+    """(..., q1 - q0, k1 - k0) scores of one tile, -inf where a key is masked, and the
+    tile's allowed keys as booleans (None: every key of the tile)."""
     scores = Q[..., q0:q1, :] @ K[..., k0:k1, :].transpose(-2, -1)
     scores = scores / math.sqrt(Q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask[..., q0:q1, k0:k1], -math.inf)
+    keep = None if mask is None else mask[..., q0:q1, k0:k1]
     # causal, from the indices: key j is hidden from query i if j > i + offset
     if diagonal:
         i = torch.arange(q0, q1, device=Q.device)[:, None]
         j = torch.arange(k0, k1, device=Q.device)[None, :]
-        scores = scores.masked_fill(j > i + offset, -math.inf)
-    return scores
+        keep = j <= i + offset if keep is None else keep & (j <= i + offset)
+    if keep is not None:
+        scores = scores.masked_fill(~keep, -math.inf)
+    return scores, keep
 
 # %% ../../notebooks/17_attention_cost.ipynb #504726b2
 def _tiled_forward(Q, K, V, mask, block, offset):
@@ -65,8 +67,10 @@ def _tiled_forward(Q, K, V, mask, block, offset):
         m = Q.new_full((*batch, q1 - q0, 1), -math.inf)  # running maximum
         l = Q.new_zeros((*batch, q1 - q0, 1))  # running sum of exp(score - m)
         o = Q.new_zeros((*batch, q1 - q0, V.shape[-1]))  # running sum of exp(.) * value
+        allowed = torch.zeros_like(l, dtype=torch.bool)  # has an allowed key
         for k0, k1, diagonal in _key_blocks(q0, q1, S, block, offset):
-            scores = _block_scores(Q, K, mask, q0, q1, k0, k1, offset, diagonal)
+            scores, keep = _block_scores(Q, K, mask, q0, q1, k0, k1, offset, diagonal)
+            allowed = allowed | (True if keep is None else keep.any(-1, keepdim=True))
             m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
             # no allowed key yet: nothing to shift by
             shift = m_new.masked_fill(m_new == -math.inf, 0.0)
@@ -75,11 +79,10 @@ def _tiled_forward(Q, K, V, mask, block, offset):
             l = l * rescale + p.sum(-1, keepdim=True)
             o = o * rescale + p @ V[..., k0:k1, :]
             m = m_new
-        # l = 0: no allowed key, zeros; l = NaN (a NaN or infinite input) stays NaN,
-        # as in `attention`, never a silent zero
-        seen, l = l != 0, l.clamp_min(torch.finfo(l.dtype).tiny)  # no 0 / 0
-        O[..., q0:q1, :] = torch.where(seen, o / l, 0.0)
-        L[..., q0:q1, :] = torch.where(seen, m + torch.log(l), math.inf)
+        # no allowed key: zeros (chapter 02's rule). Else o / l; l = 0 (every allowed
+        # score -inf) or NaN (a NaN or +inf score) gives NaN, as `attention` does
+        O[..., q0:q1, :] = torch.where(allowed, o / l, 0.0)
+        L[..., q0:q1, :] = torch.where(allowed, m + torch.log(l), math.inf)
     return O, L
 
 # %% ../../notebooks/17_attention_cost.ipynb #c7a4058c
@@ -101,7 +104,7 @@ def _tiled_backward(dO, Q, K, V, O, L, mask, block, offset):
         dO_b, L_b = dO[..., q0:q1, :], L[..., q0:q1, :]
         delta_b = delta[..., q0:q1, :]
         for k0, k1, diagonal in _key_blocks(q0, q1, S, block, offset):
-            scores = _block_scores(Q, K, mask, q0, q1, k0, k1, offset, diagonal)
+            scores, _ = _block_scores(Q, K, mask, q0, q1, k0, k1, offset, diagonal)
             P = torch.exp(scores - L_b)  # (..., bq, bk); 0 where masked or L = +inf
             dV[..., k0:k1, :] += P.transpose(-2, -1) @ dO_b
             dP = dO_b @ V[..., k0:k1, :].transpose(-2, -1)

@@ -223,9 +223,10 @@ def check_unicode(text: str, name: str) -> None:
 
 # %% ../../notebooks/13_results.ipynb #average-door
 def check_state_dicts(state_dicts) -> list:
-    """Refuse, for `average_weights`, anything but state dicts of one model: mappings of
-    the same names (in any order) to floating-point tensors of the same shapes (an
-    integer tensor's mean would be cut, a complex one's lose its imaginary part);
+    """Refuse, for `average_weights`, anything but state dicts of one model: non-empty
+    mappings of the same names (in any order) to finite floating-point tensors of the
+    same shapes, each of the first one's dtype and device (an integer tensor's mean
+    would be cut, a complex one's lose its imaginary part, a NaN spread to the average);
     return them as a list (a generator is read once)."""
     given = check_list(
         state_dicts, "state_dicts", "for one, pass [state_dict]", items="state dicts"

@@ -238,14 +238,20 @@ def expand_user(path: str | Path) -> Path:
 
 def resolved(path: str | Path, name: str, error: type[Exception] = InputError) -> Path:
     """`Path(path).resolve()`, or `error` naming the setting `name` where a link on the
-    way points back to itself (Python's RuntimeError "Symlink loop" was a traceback)."""
+    way points back to itself (Python's RuntimeError "Symlink loop" was a traceback)
+    or the path cannot be followed (a folder without permission)."""
+    shown = f"{name}{'' if name.endswith('=') else ' '}{path}"
     try:
         return Path(path).resolve()
-    except (RuntimeError, OSError):
-        raise error(
-            f"{name}{'' if name.endswith('=') else ' '}{path}: a symbolic link on its way "
-            "points back to itself (a loop): mend the link, or give another path"
-        ) from None
+    except RuntimeError:  # Python 3.11's symlink loop; 3.13 raises OSError ELOOP
+        pass
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise error(f"{shown}: {e.strerror or e}: give another path") from None
+    raise error(
+        f"{shown}: a symbolic link on its way points back to itself (a loop): "
+        "mend the link, or give another path"
+    )
 
 
 def result_file(path: str | Path, error: type[Exception] = InputError) -> Path:
@@ -253,6 +259,7 @@ def result_file(path: str | Path, error: type[Exception] = InputError) -> Path:
     or an earlier result (a JSON object with a "what": every result of the course says
     what it is); never a folder or a file of the user's, which it would overwrite."""
     out = expand_user(path)
+    resolved(out, "--out", error)  # a link loop on the way
     if not (out.exists() or out.is_symlink()):
         # the nearest folder that is there: a file on the way, or one that cannot be
         # written, was found only when the result was written, after the work
@@ -280,8 +287,8 @@ def result_file(path: str | Path, error: type[Exception] = InputError) -> Path:
 def earlier_results(path: str | Path, empty: dict | None = None) -> dict:
     """The results JSON object a tool adds to, read before the tool works: `empty`
     when there is none yet (None: it must be there), refused (InputError) when the file
-    is not a JSON object (cut, damaged, or of something else), where it failed after
-    the work or threw it away."""
+    is not a JSON object (cut, damaged, or of something else). Read after the work, such
+    a file was a traceback that lost the work's results."""
     path = Path(path)
     if empty is not None and not (path.exists() or path.is_symlink()):
         return empty
@@ -294,7 +301,8 @@ def earlier_results(path: str | Path, empty: dict | None = None) -> dict:
     if why is not None:
         raise InputError(
             f"{path} cannot be read as results ({why}): restore it (git checkout -- "
-            f"{path}), or run the tool's whole measurement again"
+            f"{path}, if it is the course's), or move it aside and run the tool's whole "
+            "measurement again"
         )
     return results
 

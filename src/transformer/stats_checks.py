@@ -19,14 +19,17 @@ from .memory import check_fits
 # values make 184,756 splits of 20 values, 3.7 million steps
 MOST_WORK = 4_000_000
 MOST_DOF = 10_000  # Student's t sums about dof / 2 terms
-LEAST_RESAMPLES = 20  # the smallest p, 1 / (R + 1), below 0.05 (and a 95 % interval)
-MOST_SCORE = 1e150  # a score whose square (a standard deviation's) does not overflow
+# the fewest resamples whose smallest p-value, 1 / (R + 1), is below 0.05 (R = 20:
+# 0.0476), and so whose 95 % interval is finite; a family of m needs 20 m (Holm)
+LEAST_RESAMPLES = 20
+MOST_SCORE = 1e150  # scores beyond it could overflow a standard deviation's squares
 
 
 def _number_list(values, name: str, one: str) -> list:
     """`values` as a list; a 1-d tensor's as its numbers (going through a tensor gives
     0-dim tensors, which are no numbers)."""
     if isinstance(values, torch.Tensor):
+        _holds_numbers(name, values)
         if values.dim() != 1:
             raise InputError(
                 f"{name} is a tensor of shape {tuple(values.shape)}: give a 1-d tensor "
@@ -36,12 +39,24 @@ def _number_list(values, name: str, one: str) -> list:
     return check_list(values, name, one, items="numbers")
 
 
+def _holds_numbers(name: str, tensor: torch.Tensor) -> None:
+    """A tensor on the meta device has a shape and no numbers (.tolist() failed)."""
+    if tensor.device.type == "meta":
+        raise InputError(f"{name} is on the meta device, which holds no numbers")
+
+
 def check_numbers(values, name: str, least: int = 1, why: str = "") -> list[float]:
-    """`values` as a list of at least `least` finite real numbers."""
+    """`values` as a list of at least `least` finite real numbers, none beyond
+    ±MOST_SCORE (a standard deviation of such scores could overflow)."""
     values = _number_list(values, name, "for one number, pass [x]")
     for i, x in enumerate(values):
         if not (is_real(x) and math.isfinite(x)):
             raise InputError(f"{name}[{i}]={x!r:.40}: every score is a finite number")
+        if abs(x) > MOST_SCORE:
+            raise InputError(
+                f"{name}[{i}]={x:g}: a score beyond ±{MOST_SCORE:g} could overflow the "
+                "squares of a standard deviation; divide the scores by a power of ten"
+            )
     if len(values) < least:
         raise InputError(
             f"{why or name + ' needs at least ' + str(least)}, got {values}"
@@ -50,16 +65,8 @@ def check_numbers(values, name: str, least: int = 1, why: str = "") -> list[floa
 
 
 def check_spread(values) -> list[float]:
-    """For `mean_sd`: two or more finite scores, none so large that squaring its
-    distance from the mean overflows."""
-    xs = check_numbers(values, "values", 2, "a standard deviation needs two or more")
-    big = next((i for i, x in enumerate(xs) if abs(x) > MOST_SCORE), None)
-    if big is not None:
-        raise InputError(
-            f"values[{big}]={xs[big]:g}: a score beyond ±{MOST_SCORE:g} overflows its "
-            "square; divide the scores by a power of ten first"
-        )
-    return xs
+    """For `mean_sd`: two or more finite scores (within ±MOST_SCORE)."""
+    return check_numbers(values, "values", 2, "a standard deviation needs two or more")
 
 
 def check_p_values(p_values) -> list[float]:
@@ -78,14 +85,16 @@ def check_p_values(p_values) -> list[float]:
 
 def check_level(level, coverage: bool = False) -> None:
     """A test's level (0.05), in (0, 0.5], or an interval's coverage (0.95), in [0.5,
-    1): the two swapped (compare(level=0.95)) would be taken without a word."""
-    low, high = (0.5, 1.0) if coverage else (0.0, 0.5)
-    if not (is_real(level) and low <= level <= high and 0 < level < 1):
+    1 - 1e-12] (beyond it a t quantile passes 1e15): the two swapped
+    (compare(level=0.95)) would be taken without a word."""
+    low, high = (0.5, 1 - 1e-12) if coverage else (0.0, 0.5)
+    if not (is_real(level) and low <= level <= high and level > 0):
         what, where = (
-            ("a coverage", "[0.5, 1)") if coverage else ("a level", "(0, 0.5]")
+            ("a coverage", "[0.5, 1 - 1e-12]") if coverage else ("a level", "(0, 0.5]")
         )
-        other = 1 - level if is_real(level) else None  # the two swapped: named
-        fits = other is not None and low <= other <= high and 0 < other < 1
+        # the two swapped (0.95 for 0.05) are named; 0.6 for 0.4 is no such slip
+        other = 1 - level if is_real(level) else None
+        fits = other is not None and low <= other <= high and abs(level - 0.5) >= 0.3
         hint = f" (did you mean {other:g}?)" if fits else ""
         raise InputError(f"level={level!r}: {what} lies in {where}{hint}")
 
@@ -126,8 +135,8 @@ def check_resamples(resamples, sentences: int) -> None:
     if not is_integer(resamples) or resamples < LEAST_RESAMPLES:
         raise InputError(
             f"resamples={resamples!r}: a whole number of test sets, at least "
-            f"{LEAST_RESAMPLES} (with fewer, no p-value falls below 0.05 and the 95 % "
-            "interval is endless); 1000 is the default"
+            f"{LEAST_RESAMPLES}, the fewest with which a p-value can fall below 0.05 "
+            "at all; read p-values from 1000, the default"
         )
     # the draws (int64), their counts and the ones they add up (float64), (R, N) each
     check_fits(
@@ -163,6 +172,7 @@ def check_statistics(a, b, resamples, seed) -> None:
 
 def check_counts(name: str, counts: torch.Tensor) -> None:
     """BLEU statistics or their sums: finite and not negative, as counts are."""
+    _holds_numbers(name, counts)
     if not bool(counts.isfinite().all()) or bool((counts < 0).any()):
         raise InputError(
             f"{name} holds NaN, infinite or negative counts: BLEU statistics "
@@ -286,3 +296,12 @@ def check_family(family, level, metric, least: int) -> None:
                 "a seed, or none (a score without a paired test)"
             )
         check_p_values(pairs.p_values)
+        # Holm rejects the smallest p if m p < level: 1 / (R + 1) must reach it
+        need = math.floor(round(len(family) / level, 9))
+        few = min((len(t.spread) for t in pairs.tests), default=need)
+        if few < need:
+            raise InputError(
+                f"{b} against {a}: its paired tests drew {few} resamples; in a family "
+                f"of {len(family)} at level {level:g}, no p-value falls below Holm's "
+                f"levels with fewer than {need}: test again with more resamples"
+            )
