@@ -179,3 +179,22 @@ def test_add_setup_puts_the_cell_first_among_the_code_cells_as_a_stored_run(tmp_
     assert setup["metadata"]["tags"] == ["remove-cell"]
     assert setup["execution_count"] == 3  # the next cell's: it counts as run
     assert setup["metadata"]["execution"]["shell.execute_reply"] == "T0"
+
+
+def test_a_chapter_that_reads_the_courses_files_says_so_when_opened_elsewhere(
+    tmp_path, monkeypatch
+):
+    """The sixteenth trial: chapters 10, 17 and 96, copied out of notebooks/ with the
+    package installed, stopped at their first results/ file with a traceback."""
+    nb = pages.read(ROOT / "notebooks" / "10_training.ipynb")
+    assert pages.course_files(nb) == ["../configs", "results"]
+    cell = pages.setup_source(nb)
+    monkeypatch.chdir(tmp_path)  # a copy opened on its own
+    with pytest.raises(FileNotFoundError) as caught:
+        exec(cell, {})
+    assert str(caught.value).startswith(
+        "this chapter reads ../configs, results of the course's repository: open it "
+        "from the notebooks/ folder of a clone"
+    )
+    monkeypatch.chdir(ROOT / "notebooks")
+    exec(cell, {})  # where it belongs: nothing said

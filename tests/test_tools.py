@@ -607,3 +607,16 @@ def test_train_it_yourself_refuses_a_damaged_entry_before_it_trains(
             run_tool(module.main)
         err = capsys.readouterr().err
         assert info.value.code == 2 and "entry 'tiny' is damaged" in err, err
+
+
+def test_a_tool_interrupted_says_so_in_one_line(capsys):
+    """The sixteenth trial: Ctrl-C in a tool or a benchmark was a traceback (exit status
+    1); `transformer` says "interrupted" and exits with 130."""
+    from transformer.engine.command_input import run_tool
+
+    def measuring():
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as info:
+        run_tool(measuring)
+    assert info.value.code == 130 and capsys.readouterr().err == "interrupted\n"

@@ -64,6 +64,15 @@ if missing := [name for name in needs if importlib.util.find_spec(name) is None]
         "(linked from every page of the book) and run `pip install -r requirements.txt` "
         "in its folder (it installs them all), then open the chapter from notebooks/"
     )"""
+# what a chapter that reads the course's files beside it adds (results/, ../configs/):
+# with the packages installed (pip install of the repository), a copy opened elsewhere
+# stopped at its first such file with a FileNotFoundError
+FILES = """
+if missing := [path for path in {files} if not os.path.exists(path)]:
+    raise FileNotFoundError(
+        f"this chapter reads {{', '.join(missing)}} of the course's repository: open "
+        "it from the notebooks/ folder of a clone (linked from every page of the book)"
+    )"""
 
 
 def imported(nb: dict) -> list[str]:
@@ -80,13 +89,40 @@ def imported(nb: dict) -> list[str]:
     return sorted(names - set(sys.stdlib_module_names) - {"__future__"})
 
 
+def course_files(nb: dict) -> list[str]:
+    """The course's folders that the notebook's code names by a relative path (a string
+    that starts with results/ or ../configs/, say): results, ../configs, ..."""
+    found = set()
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code" or cell.get("id") == SETUP_ID:
+            continue
+        tree = parse(source(cell))
+        for node in ast.walk(tree) if tree else ():
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if m := re.match(r"(results|\.\./[a-z]+)(/|$)", node.value):
+                    found.add(m.group(1))
+    return sorted(found)
+
+
+def _as_tuple(names: list[str], head: str) -> str:
+    """names as a tuple, one line or one a line as ruff format writes it after head."""
+    quoted = [f'"{name}"' for name in names]
+    one = f"({', '.join(quoted)}{',' if len(quoted) == 1 else ''})"
+    if len(head + one) > 88:
+        return "(\n" + "".join(f"    {name},\n" for name in quoted) + ")"
+    return one
+
+
 def setup_source(nb: dict) -> str:
     """The set-up cell that fits this notebook."""
-    names = [f'"{name}"' for name in imported(nb)]
-    needs = f"({', '.join(names)}{',' if len(names) == 1 else ''})"
-    if len(f"needs = {needs}") > 88:  # as ruff format writes it
-        needs = "(\n" + "".join(f"    {name},\n" for name in names) + ")"
-    return SETUP.format(needs=needs)
+    text = SETUP.format(needs=_as_tuple(imported(nb), "needs = "))
+    files = course_files(nb)
+    if files:
+        text = text.replace(
+            "import importlib.util\n", "import importlib.util\nimport os\n"
+        )
+        text += FILES.format(files=_as_tuple(files, "if missing := [path for path in "))
+    return text
 
 
 SOLUTION = re.compile(r"```\{solution-(start|end)\}")

@@ -103,7 +103,8 @@ def run_tool(main) -> None:
     its standard streams opened as `open_streams` opens them (a sentence in Chinese
     printed to an ASCII terminal was a UnicodeEncodeError), and a refusal of the
     package, a full disk or memory that ran out each one `error:` line with exit status
-    2, not a traceback. Exits with main's return value otherwise."""
+    2, not a traceback; Ctrl-C one line, "interrupted", and exit status 130. Exits
+    with main's return value otherwise."""
     from .full_disk import disk_is_full
     from .streams import open_streams
     from ..errors import TransformerError
@@ -116,6 +117,9 @@ def run_tool(main) -> None:
             code = main()
     except TransformerError as e:
         message = str(e)
+    except KeyboardInterrupt:  # Ctrl-C: a line, as `transformer` says it
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
     except Exception as e:
         if not disk_is_full(e):
             raise
