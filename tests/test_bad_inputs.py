@@ -5889,3 +5889,16 @@ def test_a_symlink_loop_on_the_way_of_a_config_or_an_out_dir_is_named(
             *run_main(["train", *argv], None, capsys, monkeypatch),
             "a symbolic link on its way points back to itself (a loop)",
         )
+
+
+def test_tiled_attention_is_refused_only_for_what_it_holds(monkeypatch):
+    """The sixteenth trial: tiled attention was refused for the (T, S) scores it never
+    holds (attention's estimate), on lengths it computes in a few hundred MB."""
+    import transformer.memory as memory
+    from transformer import attention, tiled_attention
+
+    monkeypatch.setattr(memory, "available_memory", lambda device="cpu": 300 << 20)
+    x = torch.randn(1, 6000, 8)  # scores 6000 x 6000 floats: 432 MB, three times
+    with pytest.raises(InputError, match="attention.s scores needs about 0.4 GB"):
+        attention(x, x, x)
+    assert tiled_attention(x, x, x, block=256).shape == (1, 6000, 8)

@@ -166,7 +166,7 @@ def tiled_attention(
             f"block={block!r}: a block is an integer number of keys, at least 1"
         )
     check_switches(causal=causal)
-    check_attention_inputs(Q, K, V, mask)
+    check_attention_inputs(Q, K, V, mask, tile=block)  # one tile of scores at a time
     T, S = Q.shape[-2], K.shape[-2]
     if mask is not None and tuple(mask.shape[-2:]) != (T, S):
         # a view of the (..., T, S) shape (no copy), so that tiles can be sliced

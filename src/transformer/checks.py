@@ -83,13 +83,17 @@ def check_attention_mask(mask: Tensor, scores: tuple[int, ...]) -> None:
 
 
 def check_attention_inputs(
-    Q: Tensor, K: Tensor, V: Tensor, mask: Tensor | None = None
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
+    mask: Tensor | None = None,
+    tile: int | None = None,
 ) -> None:
     """Refuse what attention cannot use, naming the argument: Q, K, V of fewer than two
     dimensions, of different or non-float dtypes, widths or key counts or batch
     dimensions that do not fit, a mask that is not boolean or does not broadcast to the
     scores (..., T, S), tensors on different devices, and scores larger than the free
-    memory."""
+    memory (with `tile`, chapter 17's tiled attention: a tile x tile block of them)."""
     _check_qkv_dims(Q, K, V)
     _check_qkv_match(Q, K, V)
     batch = _qkv_batch_shape(Q, K, V)
@@ -103,7 +107,8 @@ def check_attention_inputs(
             "(K.to(Q.device), ...)"
         )
     if Q.device.type != "meta":  # the scores, the weights and a masked copy
-        nbytes = 3 * math.prod(scores) * Q.element_size()
+        held = (*batch, *(min(n, tile or n) for n in scores[-2:]))
+        nbytes = 3 * math.prod(held) * Q.element_size()
         check_fits(nbytes, Q.device, "attention's scores", "the batch or the lengths")
 
 # %% ../../notebooks/09_data.ipynb #text-doors
