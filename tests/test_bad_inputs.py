@@ -5902,3 +5902,33 @@ def test_tiled_attention_is_refused_only_for_what_it_holds(monkeypatch):
     with pytest.raises(InputError, match="attention.s scores needs about 0.4 GB"):
         attention(x, x, x)
     assert tiled_attention(x, x, x, block=256).shape == (1, 6000, 8)
+
+
+def test_a_checkpoint_pruned_while_it_is_read_is_read_again_from_the_newer(
+    tiny_run, tmp_path, monkeypatch
+):
+    """The sixteenth trial: evaluating a run that saves as it trains failed 8 times in
+    9 ("disappeared while it was read: try again", and again): the run had pruned the
+    checkpoint that `latest` named when the load began. Now the load follows `latest`
+    again, up to three times."""
+    import transformer.engine.loading as loading
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    newest = latest(run)
+    older = run / "checkpoints" / "step-00000001"
+    shutil.copytree(newest, older)
+    (run / "checkpoints" / "latest").write_text(older.name)
+    read = loading.read_model_config
+
+    def pruned_as_it_is_read(directory):
+        if directory.name == older.name:  # the run saves, points latest on, prunes
+            (run / "checkpoints" / "latest").write_text(newest.name)
+            shutil.rmtree(older)
+        return read(directory)
+
+    monkeypatch.setattr(loading, "read_model_config", pruned_as_it_is_read)
+    assert load_checkpoint(run).path == newest
+    with pytest.raises(CheckpointError):  # a checkpoint folder named itself: said
+        shutil.copytree(newest, older)
+        load_checkpoint(older)

@@ -326,7 +326,20 @@ def load_checkpoint(
             f"pointer={pointer!r}: a run's checkpoints are named by 'latest' or 'best'"
         )
     device = check_device(device)
-    directory = resolve_checkpoint(path, pointer)
+    for tries_left in (2, 1, 0):
+        directory = resolve_checkpoint(path, pointer)
+        try:
+            return _load_folder(directory, device)
+        except CheckpointError:
+            # a run that saves as it trains pruned the folder as it was read: its newer
+            # one (an evaluation beside a run failed again and again, "try again")
+            same = os.path.realpath(path) == os.path.realpath(directory)
+            if not tries_left or directory.exists() or same:
+                raise
+
+
+def _load_folder(directory: Path, device: torch.device) -> Checkpoint:
+    """`load_checkpoint` of one checkpoint folder."""
     model_config = read_model_config(directory)
     train_config = read_train_config(directory)
     # the weights' header, read once for the checks and the load
