@@ -5932,3 +5932,12 @@ def test_a_checkpoint_pruned_while_it_is_read_is_read_again_from_the_newer(
     with pytest.raises(CheckpointError):  # a checkpoint folder named itself: said
         shutil.copytree(newest, older)
         load_checkpoint(older)
+
+
+def test_a_misspelt_option_of_evaluate_checkpoint_names_that_function(tiny_run):
+    """The sixteenth trial: beams=3 was a TypeError naming evaluate_pairs(), a function
+    the user never called."""
+    from transformer.engine.evaluate import evaluate_checkpoint
+
+    with pytest.raises(TypeError, match=r"^evaluate_checkpoint\(\) got an unexpected"):
+        evaluate_checkpoint(load_checkpoint(tiny_run), "val", beams=3)

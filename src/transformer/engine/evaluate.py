@@ -241,16 +241,27 @@ def evaluate_pairs(
     return report
 
 # %% ../../../notebooks/97_command_line.ipynb #4cd49637
-def evaluate_checkpoint(checkpoint, split: str, **options) -> dict:
+def evaluate_checkpoint(
+    checkpoint,
+    split: str,
+    *,
+    beam_size: int | None = None,
+    alpha: float | None = None,
+    batch_size: int = BATCH_SIZE,
+    out_dir: str | Path | None = None,
+    limit: int = 0,
+) -> dict:
     """Translate and score split `split` of the corpus the checkpoint was trained on
     (`checkpoint.pairs(split)`: "val", "test_2016_flickr", ...).
 
-    `options` are those of `evaluate_pairs` (beam_size, alpha, batch_size, out_dir,
-    limit), which does the work; `transformer evaluate` calls this.
+    The options are `evaluate_pairs`', which does the work (named here, so that a
+    misspelt one is named against this function); `transformer evaluate` calls this.
     """
     if not callable(getattr(checkpoint, "pairs", None)):
         raise InputError(
             "checkpoint must be a loaded model (load_translator(...)), "
             f"got {type(checkpoint).__name__}"
         )
+    options = dict(beam_size=beam_size, alpha=alpha, batch_size=batch_size)
+    options |= dict(out_dir=out_dir, limit=limit)
     return evaluate_pairs(checkpoint, checkpoint.pairs(split), split, **options)
