@@ -4454,6 +4454,12 @@ def chapter_door_cases():
             InputTypeError,
             "model_prefix='/nonexistent/': the path of the model without its .model",
         ),
+        (  # the sixteenth trial
+            "train_tokenizer(model_prefix='x.model'): wrote x.model.model",
+            lambda: train_tokenizer(["ein hund"], "/nonexistent/x.model", 20),
+            InputTypeError,
+            "model_prefix='/nonexistent/x.model': the path of the model without its",
+        ),
         (
             "train_tokenizer(vocab_size=2.5): 'leaves no room beside the 4 specials'",
             lambda: train_tokenizer(["ein hund"], "/nonexistent/t", 2.5),

@@ -547,7 +547,8 @@ def test_ship_model_never_replaces_a_folder_made_meanwhile_nor_shows_a_full_disk
     with pytest.raises(SystemExit) as info:
         run_tool(tool.main)
     err = capsys.readouterr().err
-    assert info.value.code == 2 and err.startswith("error: the disk is full")
+    assert info.value.code == 2 and err.startswith("error: the disk holding ")
+    assert f"{tmp_path / 'new'} is as it was" in err  # the sixteenth: it named no path
     assert err.count("\n") == 1 and not (tmp_path / "new").exists()
     twice = ship_args(tiny_run, tmp_path / "new")
     twice[twice.index("--checkpoints") + 1 : -2] = [latest(tiny_run).name] * 2
@@ -620,3 +621,18 @@ def test_a_tool_interrupted_says_so_in_one_line(capsys):
     with pytest.raises(SystemExit) as info:
         run_tool(measuring)
     assert info.value.code == 130 and capsys.readouterr().err == "interrupted\n"
+
+
+def test_attention_cost_training_refuses_lengths_it_would_ignore(monkeypatch, capsys):
+    """The sixteenth trial: --training --lengths 64 measured S = 256 .. 8192 anyway and
+    replaced the shipped rows."""
+    from transformer.engine.command_input import run_tool
+
+    module = load_tool("attention_cost")
+    argv = ["attention_cost.py", "--training", "--lengths", "64", "--repeats", "1"]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(module, "OUT", Path("/nonexistent/never-written.json"))
+    with pytest.raises(SystemExit) as info:
+        run_tool(module.main)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "--lengths is for the inference rows" in err

@@ -178,6 +178,11 @@ def main() -> None:
         print(measure_memory(method, int(S), training == "1"))
         return
     if args.training:
+        if args.lengths != LENGTHS:  # they were ignored, and the shipped rows replaced
+            parser.error(
+                "--lengths is for the inference rows; --training measures S = "
+                f"{', '.join(map(str, TRAIN_LENGTHS))}"
+            )
         return main_training(args.repeats)
     kept = earlier_results(OUT, {})  # a damaged file is refused before the work
     try:  # the explicit path holds the scores and their softmax: 2 h S^2 floats
@@ -252,6 +257,9 @@ def main_training(repeats: int) -> None:
         "date": time.strftime("%Y-%m-%d"),
     }
     result["training_rows"] = rows
+    if repeats != 3:  # a quick look: the shipped rows are not replaced by it
+        print("printed only: the JSON's rows are measured with --repeats 3")
+        return
     atomic_write_bytes(OUT, (json.dumps(result, indent=1) + "\n").encode("utf-8"))
     print(f"wrote {OUT.relative_to(ROOT)}")
 

@@ -41,6 +41,7 @@ import torch
 from transformer.engine.command_input import at_least, run_tool
 from transformer.errors import InputError, TransformerError
 from transformer.averaging import average_weights
+from transformer.engine.full_disk import full_disk_is_one_line
 from transformer.files import atomic_folder, resolved
 from transformer.engine.loading import Checkpoint, load_checkpoint
 from transformer.engine.model_files import save_model_files
@@ -201,7 +202,8 @@ def ship(args) -> None:
         raise InputError(f"{run} holds no metrics.csv: give a training run's out_dir")
     ckpt = averaged(paths) if len(paths) > 1 else load_checkpoint(paths[0])
     try:  # `out` is the old folder or the whole new one, never half
-        _write_whole(out, ckpt, run, paths, args, keep)
+        with full_disk_is_one_line(out, _after_a_full_disk):
+            _write_whole(out, ckpt, run, paths, args, keep)
     except FileExistsError:  # made while this model was written: another ship into it
         raise InputError(
             f"{out} appeared while this model was written (another command shipped into "
@@ -210,6 +212,14 @@ def ship(args) -> None:
     size = sum(f.stat().st_size for f in out.iterdir())
     print(
         f"shipped {out}: {size / 1e6:.1f} MB, weights averaged over {len(paths)} checkpoint(s)"
+    )
+
+
+def _after_a_full_disk(out: Path) -> str:
+    """What ship says when the disk fills up as it writes (DiskFullError)."""
+    return (
+        f"{out} is as it was (the model is written beside it, then renamed); free "
+        "some space, then ship again"
     )
 
 

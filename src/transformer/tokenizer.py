@@ -329,7 +329,9 @@ def train_tokenizer(
     """
     texts = _sentences_to_learn(sentences)
     named = isinstance(model_prefix, (str, os.PathLike)) and Path(model_prefix).name
-    if not named or os.fspath(model_prefix).endswith(("/", os.sep)):
+    ends = os.fspath(model_prefix) if named else ""
+    # "x.model" wrote x.model.model without a word
+    if not named or ends.endswith(("/", os.sep, ".model")):
         raise InputTypeError(
             f"model_prefix={model_prefix!r}: the path of the model without its .model, "
             "e.g. 'runs/x/tokenizer'"
