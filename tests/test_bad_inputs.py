@@ -5947,3 +5947,14 @@ def test_a_misspelt_option_of_evaluate_checkpoint_names_that_function(tiny_run):
 
     with pytest.raises(TypeError, match=r"^evaluate_checkpoint\(\) got an unexpected"):
         evaluate_checkpoint(load_checkpoint(tiny_run), "val", beams=3)
+
+
+def test_attention_maps_says_when_it_cuts_a_text_to_the_models_length(tiny_run):
+    """The sixteenth trial: a long translation was cut to the model's length without a
+    word (translate warns), and the maps' labels stopped where the text went on."""
+    from transformer.visualize import attention_maps
+
+    ckpt = load_checkpoint(tiny_run)
+    with pytest.warns(UserWarning, match="the translation has .* tokens but the model"):
+        maps = attention_maps(ckpt, SENTENCE, "dog " * 500)
+    assert len(maps.target) == ckpt.model.config.max_len

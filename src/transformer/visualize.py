@@ -6,6 +6,7 @@ __all__ = ['KINDS', 'KIND_NAMES', 'recording_weights', 'attention_module', 'atte
 
 # %% ../../notebooks/14_seeing_attention.ipynb #91fa5d0a
 import contextlib
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -13,7 +14,7 @@ from torch import Tensor, nn
 
 from .checks import check_drawing, check_figure, check_index
 from .checks import check_map_shapes, check_map_texts, check_two_stacks
-from .search_checks import check_model, check_translator, clean
+from .search_checks import check_model, check_translator, encode_to_fit
 from .translation import translate
 from .errors import InputError, InputTypeError
 from .model import evaluating
@@ -121,6 +122,19 @@ class AttentionMaps:
         return getattr(self, kind)
 
 # %% ../../notebooks/14_seeing_attention.ipynb #ed9f2202
+def _cut(what: str):
+    """What `encode_to_fit` tells of a text it cuts to the model's length."""
+
+    def say(i: int, tokens: int, kept: int) -> None:
+        warnings.warn(
+            f"{what} has {tokens} tokens but the model reads at most {kept}: the maps "
+            f"show its first {kept}",
+            stacklevel=4,  # the line that called attention_maps
+        )
+
+    return say
+
+
 def attention_maps(
     checkpoint,
     sentence: str,
@@ -134,12 +148,18 @@ def attention_maps(
     check_map_texts(sentence, translation, beam_size)  # and checks.py
     model = checkpoint.model
     src_tok, tgt_tok = checkpoint.src_tokenizer, checkpoint.tgt_tokenizer
-    src_ids = src_tok.encode(clean(sentence))[: model.config.max_len]
+    n = model.config.max_len  # longer texts are cut, saying so, as translate does
+    src_ids = encode_to_fit(src_tok.encode_batch, [sentence], n, _cut("the sentence"))[
+        0
+    ]
     if not src_ids:
         raise InputError("the sentence is empty: give at least one word")
     if translation is None:
         translation = translate(checkpoint, [sentence], beam_size=beam_size)[0]
-    tgt_ids = [BOS_ID] + tgt_tok.encode(translation)[: model.config.max_len - 1]
+    cut = _cut("the translation")
+    tgt_ids = [BOS_ID] + encode_to_fit(tgt_tok.encode_batch, [translation], n - 1, cut)[
+        0
+    ]
     # batch of one
     w = attention_weights(model, torch.tensor([src_ids]), torch.tensor([tgt_ids]))
     source = [src_tok.id_to_piece(i) for i in src_ids]
