@@ -5958,3 +5958,32 @@ def test_attention_maps_says_when_it_cuts_a_text_to_the_models_length(tiny_run):
     with pytest.warns(UserWarning, match="the translation has .* tokens but the model"):
         maps = attention_maps(ckpt, SENTENCE, "dog " * 500)
     assert len(maps.target) == ckpt.model.config.max_len
+
+
+def test_the_sixteenth_trials_last_minor_faults(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    """The explorer said "the sentence is empty" of one of many, and drew 1,000
+    sentences' maps for half an hour without a word; translate --model of an ONNX
+    export said "no checkpoint found"; `transformer --version` was refused."""
+    pytest.importorskip("ipywidgets")
+    from transformer.explorer import MOST_SENTENCES, attention_explorer
+
+    ckpt = load_checkpoint(tiny_run)
+    with pytest.raises(InputError, match=r"^sentences\[1\] is empty: give it a word"):
+        attention_explorer(ckpt, [SENTENCE, "  "])
+    with pytest.raises(InputError, match=f"give at most {MOST_SENTENCES}$"):
+        attention_explorer(ckpt, [SENTENCE] * (MOST_SENTENCES + 1))
+    export = tmp_path / "export"
+    export.mkdir()
+    for name in ("translator.json", "encoder.onnx"):
+        (export / name).write_text("{}")
+    assert_one_line_error(
+        *run_main(
+            ["translate", "--model", export, SENTENCE], None, capsys, monkeypatch
+        ),
+        "is an ONNX export (transformer export-onnx), not a checkpoint: translate with",
+    )
+    with pytest.raises(SystemExit) as info:
+        run_main(["--version"], None, capsys, monkeypatch)
+    assert info.value.code == 0 and capsys.readouterr().out.startswith("transformer ")

@@ -24,8 +24,13 @@ from .streams import StdoutClosed, check_stdout, open_streams
 # %% ../../../notebooks/97_command_line.ipynb #f3c73acd
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `transformer`: its sub-commands, each with its own arguments."""
+    from transformer import __version__  # the package, imported by the time this runs
+
     parser = argparse.ArgumentParser(
         prog="transformer", description="The Transformer course's command line."
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}"
     )
     commands = parser.add_subparsers(dest="command", required=True)
     _add_train_command(commands)

@@ -133,6 +133,11 @@ def resolve_checkpoint(path: str | Path, pointer: str = "latest") -> Path:
                 f"{candidate / pointer} names {name}, but {candidate / name} holds no "
                 "model.safetensors: write the name of one of the step-* folders into it"
             )
+    if (path / "translator.json").is_file() and (path / "encoder.onnx").is_file():
+        raise CheckpointNotFoundError(
+            f"{path} is an ONNX export (transformer export-onnx), not a checkpoint: "
+            f"translate with it in Python, transformer.OnnxTranslator({str(path)!r})"
+        )
     raise CheckpointNotFoundError(
         f"no checkpoint found at {path}: give a run's out_dir or a checkpoint "
         "directory (one holding model.safetensors)"
