@@ -1004,6 +1004,18 @@ COMMAND_CASES = [  # (id, setup(work, run) -> argv, standard input, phrase)
         None,
         "holds the current folder or the model it would export",
     ),
+    (  # the seventeenth trial: a later resume's pruning deleted it
+        "export-onnx --out a step folder in a run's checkpoints/",
+        lambda w, r: [
+            "export-onnx",
+            "--model",
+            latest(r),
+            "--out",
+            r / "checkpoints" / "step-99999999",
+        ],
+        None,
+        "lies in a checkpoints/ folder, which a training run writes and prunes",
+    ),
     (
         "export-onnx --out ''",
         run_model("export-onnx", "--model", "{model}", "--out", ""),
@@ -5987,3 +5999,28 @@ def test_the_sixteenth_trials_last_minor_faults(
     with pytest.raises(SystemExit) as info:
         run_main(["--version"], None, capsys, monkeypatch)
     assert info.value.code == 0 and capsys.readouterr().out.startswith("transformer ")
+
+
+def test_pruning_removes_only_the_checkpoints_a_run_made(tiny_run, tmp_path, caplog):
+    """The seventeenth trial: keep_last removed every checkpoints/step-* beyond it,
+    a user's copy (step-00000013-good), a folder of notes (which took a place of
+    keep_last, so a real checkpoint went instead), a file put into a step and a tool's
+    analysis/ with it. Now only a folder a run made, untouched, is removed."""
+    from transformer.engine.checkpoints import prune_checkpoints
+
+    checkpoints = tmp_path / "run" / "checkpoints"
+    shutil.copytree(tiny_run / "checkpoints", checkpoints)
+    newest = latest(tmp_path / "run")
+    plain, noted = (checkpoints / f"step-0000000{i}" for i in (1, 2))
+    for step in (plain, noted, checkpoints / "step-00000013-good"):
+        shutil.copytree(newest, step)
+    (noted / "analysis").mkdir()
+    (noted / "analysis" / "head_ablation.json").write_text("{}")
+    (checkpoints / "step-notes").mkdir()
+    (checkpoints / "step-notes" / "a.txt").write_text("mine")
+    with caplog.at_level("WARNING"):
+        prune_checkpoints(checkpoints, keep_last=1)
+    left = sorted(p.name for p in checkpoints.iterdir())
+    assert not plain.exists() and newest.name in left
+    assert {"step-00000002", "step-00000013-good", "step-notes"} <= set(left)
+    assert f"{noted} holds files a run does not write: kept" in caplog.text

@@ -176,7 +176,7 @@ def test_ship_model_keeps_only_named_hand_written_records_and_checks_the_names_b
         ("a link to a shipped model", "is a link: give the folder it points to"),
         # the fifteenth: another run's checkpoint (it could not be resumed), a model
         # from elsewhere, and a link loop (a traceback)
-        ("another run's checkpoint", "holds none (no model.safetensors"),
+        ("another run's checkpoint", "lies in a checkpoints/ folder, which a training"),
         ("a downloaded model", "holds none (no model.safetensors"),
         ("a path through a link loop", "points back to itself (a loop)"),
     ],

@@ -274,6 +274,11 @@ def _check_target(out: Path, run: Path, replace: bool) -> None:
         raise InputError(
             f"--to {out} is the run it reads ({run}), lies in it or holds it: ship into a folder of its own"
         )
+    if target.parent.name == "checkpoints":  # a run's, which it saves and prunes
+        raise InputError(
+            f"--to {out} lies in a checkpoints/ folder, which a training run writes "
+            "and prunes: ship into a folder of its own"
+        )
     if not (out.exists() or out.is_symlink()):
         return
     if (

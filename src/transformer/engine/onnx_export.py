@@ -171,6 +171,11 @@ def _check_out_dir(out: Path, replace: bool, model_dir: Path) -> None:
             f"out_dir={out} holds the current folder or the model it would export "
             f"({model}): give a folder of its own"
         )
+    if target.parent.name == "checkpoints":  # a run's, which it saves and prunes
+        raise InputError(
+            f"out_dir={out} lies in a checkpoints/ folder, which a training run "
+            "writes and prunes: give a folder of its own"
+        )
     if out.is_symlink():  # the export replaces `out`: it would replace the link
         raise InputError(
             f"{out} is a symbolic link (to {os.readlink(out)}): give the folder it "
