@@ -203,6 +203,8 @@ def main() -> None:
         "--only-growth", action="store_true", help="only part 2: the cache's growth"
     )
     args = parser.parse_args()
+    if args.model and (args.skip_throughput or args.only_growth):
+        parser.error("--model is for the throughput part, which this run skips")
     device = torch.device(args.device)
     sync = sync_for(device)
     skip = args.skip_throughput or args.only_growth

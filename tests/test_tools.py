@@ -469,6 +469,7 @@ BAD_ARGUMENTS = [  # tool, arguments, words of its one line
     ("export_notebooks", ["--root", "{tmp}"], "no chapter notebooks"),
     ("train_it_yourself", ["--config", "{fast}"], "of another config called"),
     ("train_it_yourself", ["--config", "{blocked}"], "`transformer train` stopped"),
+    ("bench/decode", ["--model", "x", "--only-growth"], "which this run skips"),
     ("bench/train_step", ["--padding", "0"], "give a whole number >= 1"),
     ("bench/train_step", ["--padding", "10"], "more than max_tokens=10"),
 ]
@@ -621,6 +622,16 @@ def test_a_tool_interrupted_says_so_in_one_line(capsys):
     with pytest.raises(SystemExit) as info:
         run_tool(measuring)
     assert info.value.code == 130 and capsys.readouterr().err == "interrupted\n"
+    import signal
+
+    def stopped():  # the seventeenth trial: SIGTERM was still a traceback-free nothing
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+
+    with pytest.raises(SystemExit) as info:
+        run_tool(stopped)
+    err = capsys.readouterr().err
+    assert info.value.code == 143 and err == "terminated (SIGTERM)\n"
 
 
 def test_attention_cost_training_refuses_lengths_it_would_ignore(monkeypatch, capsys):

@@ -332,9 +332,9 @@ def check_two_stacks(model) -> None:
     if model.config.num_encoder_layers == 0:
         raise InputError(
             "a decoder-only model (chapter 18) has one stack and no cross-attention: "
-            "run a pass inside recording_weights(model) and read each block's "
-            "self-attention weights, (B, h, T, S + T): the target's rows over source "
-            "and target"
+            "run a pass inside transformer.visualize.recording_weights(model) and read "
+            "each block's self-attention weights, (B, h, T, S + T): the target's rows "
+            "over source and target"
         )
 
 

@@ -103,23 +103,25 @@ def run_tool(main) -> None:
     its standard streams opened as `open_streams` opens them (a sentence in Chinese
     printed to an ASCII terminal was a UnicodeEncodeError), and a refusal of the
     package, a full disk or memory that ran out each one `error:` line with exit status
-    2, not a traceback; Ctrl-C one line, "interrupted", and exit status 130. Exits
-    with main's return value otherwise."""
+    2, not a traceback; Ctrl-C one line, "interrupted", and exit status 130 (SIGTERM:
+    "terminated (SIGTERM)", 143). Exits with main's return value otherwise."""
     from .full_disk import disk_is_full
+    from .signals import Terminated, sigterm_interrupts
     from .streams import open_streams
     from ..errors import TransformerError
     from ..memory import out_of_memory_is_one_line
 
     open_streams()
     lower = "the sizes it was given (--help lists them)"
-    try:
-        with out_of_memory_is_one_line("the tool", None, lower):
+    try:  # SIGTERM raises where the work is, as Ctrl-C: temporary files are removed
+        with sigterm_interrupts(), out_of_memory_is_one_line("the tool", None, lower):
             code = main()
     except TransformerError as e:
         message = str(e)
-    except KeyboardInterrupt:  # Ctrl-C: a line, as `transformer` says it
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: a line, as `transformer` says
+        term = isinstance(e, Terminated)
+        print("terminated (SIGTERM)" if term else "interrupted", file=sys.stderr)
+        sys.exit(143 if term else 130)
     except Exception as e:
         if not disk_is_full(e):
             raise
