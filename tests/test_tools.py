@@ -647,3 +647,34 @@ def test_attention_cost_training_refuses_lengths_it_would_ignore(monkeypatch, ca
         run_tool(module.main)
     err = capsys.readouterr().err
     assert info.value.code == 2 and "--lengths is for the inference rows" in err
+
+
+def test_tools_refuse_before_the_work_what_they_would_lose_after_it(
+    tmp_path, monkeypatch, capsys
+):
+    """The eighteenth trial: english_lm.py replaced its folder whole, a user's notes in
+    it too; paired_translations.py translated, then a selection.json without the row it
+    looks up was a StopIteration traceback."""
+    from transformer.engine.command_input import run_tool
+
+    english = load_tool("english_lm")
+    (tmp_path / "lm").mkdir()
+    (tmp_path / "lm" / "my_notes.txt").write_text("mine")
+    monkeypatch.setattr(english, "OUT", tmp_path / "lm")
+    paired = load_tool("paired_translations")
+
+    def no_row(*args):
+        raise StopIteration
+
+    monkeypatch.setattr(paired, "recorded_bleu", no_row)
+    monkeypatch.setattr(paired, "load_translator", lambda name: 1 / 0)  # not reached
+    for tool, words in (
+        (english, "my_notes.txt"),
+        (paired, "has no selection.json row"),
+    ):
+        monkeypatch.setattr(sys, "argv", ["tool.py"])
+        with pytest.raises(SystemExit) as info:
+            run_tool(tool.main)
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and words in err, err
+    assert (tmp_path / "lm" / "my_notes.txt").read_text() == "mine"

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from transformer.engine.command_input import run_tool
+from transformer.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "notebooks" / "results" / "18_english_lm"
@@ -60,6 +61,24 @@ def main() -> None:
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    written = {
+        "model.safetensors",
+        "model_config.json",
+        "tokenizer.model",
+        "SHA256SUMS",
+    }
+    others = (
+        sorted(
+            p.name for p in OUT.iterdir() if p.name not in written | {"training.json"}
+        )
+        if OUT.is_dir()
+        else []
+    )
+    if others or (OUT.exists() and not OUT.is_dir()):  # replaced whole, after the work
+        raise InputError(
+            f"{OUT} holds what this tool does not write ({', '.join(others[:3]) or 'it is a file'}): "
+            "move it away first; the tool replaces the folder whole"
+        )
     start = time.time()
     english = [en for _, en in load_multi30k("train")]
     with tempfile.TemporaryDirectory() as work:

@@ -26,6 +26,7 @@ from transformer.evaluation import group_references
 from transformer.files import atomic_write_text
 from transformer.engine.shipped import load_translator
 from transformer.engine.command_input import run_tool
+from transformer.errors import InputError
 
 
 OUT = Path(__file__).resolve().parents[1] / "notebooks" / "results"
@@ -39,7 +40,12 @@ SPLITS = {  # the held-out splits: every test split of the model's corpus
 
 def decode(name: str) -> dict:
     ckpt = load_translator(name)
-    assert (ckpt.decoding["beam_size"], ckpt.decoding["alpha"]) == SETTINGS["shipped"]
+    if (ckpt.decoding["beam_size"], ckpt.decoding["alpha"]) != SETTINGS["shipped"]:
+        raise InputError(
+            f"{ckpt.path / 'decoding.json'} is not the shipped setting "
+            f"{SETTINGS['shipped']}, which this tool measures: restore it (git checkout "
+            f"-- {ckpt.path / 'decoding.json'})"
+        )
     splits = {}
     for split in SPLITS[name]:
         sources, references = group_references(ckpt.pairs(split))

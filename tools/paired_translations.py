@@ -28,6 +28,7 @@ from transformer.evaluation import corpus_bleu, group_references
 from transformer.files import atomic_write_text
 from transformer.engine.shipped import load_translator, models_dir
 from transformer.engine.command_input import run_tool
+from transformer.errors import InputError
 
 
 OUT = Path(__file__).resolve().parents[1] / "notebooks" / "results"
@@ -60,6 +61,16 @@ def recorded_bleu(name: str, beam: int, alpha: float) -> float:
 
 
 def search(name: str) -> dict:
+    recorded = {}
+    for beam, alpha in SETTINGS:  # before the translations: a lookup that fails
+        try:  # after them lost them
+            recorded[beam, alpha] = recorded_bleu(name, beam, alpha)
+        except (OSError, ValueError, KeyError, TypeError, StopIteration):
+            raise InputError(
+                f"{models_dir() / name} has no selection.json row for beam {beam}, alpha "
+                f"{alpha} of its averaged weights: restore its selection.json and "
+                "averaged_checkpoints.json (git checkout)"
+            ) from None
     ckpt = load_translator(name)
     sources, references = group_references(ckpt.pairs("val"))
     tokenize = "zh" if name.endswith("zh") else "13a"
@@ -74,7 +85,7 @@ def search(name: str) -> dict:
                 "beam": beam,
                 "alpha": alpha,
                 "bleu": round(bleu, 2),
-                "bleu_in_selection_json": recorded_bleu(name, beam, alpha),
+                "bleu_in_selection_json": recorded[beam, alpha],
                 "seconds": round(seconds, 1),
                 "hypotheses": hyps,
             }
