@@ -61,16 +61,10 @@ def main() -> None:
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    written = {
-        "model.safetensors",
-        "model_config.json",
-        "tokenizer.model",
-        "SHA256SUMS",
-    }
+    written = ("model.safetensors", "model_config.json", "tokenizer.model")
+    written += ("SHA256SUMS", "training.json")
     others = (
-        sorted(
-            p.name for p in OUT.iterdir() if p.name not in written | {"training.json"}
-        )
+        sorted(p.name for p in OUT.iterdir() if p.name not in written)
         if OUT.is_dir()
         else []
     )

@@ -305,9 +305,10 @@ def one_run(
 def only_run(budget: Budget, text: str) -> tuple:
     """'variant:seed' or 'variant:seed:lr_scale' -> (variant, seed, lr_scale), or a
     ValueError that says what the budget's runs are."""
-    variant, seed, *scale = (text.split(":") + [""])[:2] + text.split(":")[2:]
+    variant, _, rest = text.partition(":")
+    seed, _, scale = rest.partition(":")
     variants = sorted({v for v, _, _ in budget.runs})
-    if variant not in variants or len(scale) > 1:
+    if variant not in variants or ":" in scale:
         raise ValueError(
             f"{text!r}: give variant:seed or variant:seed:lr_scale, with a variant of "
             f"the {budget.name} budget ({', '.join(variants)})"
@@ -315,7 +316,7 @@ def only_run(budget: Budget, text: str) -> tuple:
     if not (seed.isascii() and seed.isdigit()):
         raise ValueError(f"{text!r}: the seed must be a whole number >= 0")
     try:
-        lr_scale = float(scale[0]) if scale else 1.0
+        lr_scale = float(scale) if ":" in rest else 1.0
     except ValueError:
         lr_scale = float("nan")
     if not (math.isfinite(lr_scale) and lr_scale > 0):

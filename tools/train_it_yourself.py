@@ -167,12 +167,9 @@ def main() -> None:
                 f"{OUT.name}'s entry {key!r} is damaged: restore the file (git checkout "
                 f"-- {OUT}), or move it aside"
             )
-        if earlier not in (None, recipe(config)):  # before the half hour of training
-            diff = sorted(
-                k
-                for k in set(earlier) | set(recipe(config))
-                if earlier.get(k) != recipe(config).get(k)
-            )
+        ours = recipe(config)
+        if earlier not in (None, ours):  # before the half hour of training
+            diff = sorted(k for k in {*earlier, *ours} if earlier.get(k) != ours.get(k))
             raise InputError(
                 f"{OUT.name} holds a run of another config called {key!r} (it differs in "
                 f"{', '.join(diff)}), which this one would replace: give the config a name "
